@@ -1,0 +1,1 @@
+"""Engines: what requests are sent to. One module per kind behind :class:`base.Engine`."""

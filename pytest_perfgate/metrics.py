@@ -1,0 +1,57 @@
+"""Names of the metrics a gate may refer to (definitions in docs/metrics.md, from METRICS.md).
+
+Tools in this field disagree on names; the canonical name is ours and the aliases are what users
+of vLLM bench, AIPerf, guidellm and nccl-tests may type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    dimension: str
+    description: str
+    aliases: tuple[str, ...] = ()
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("ttft", "time", "time to first streamed chunk carrying output", ("time_to_first_token", "prefill_time")),
+    Metric("tpot", "time", "(E2E - TTFT) / (output tokens - 1) per request", ("time_per_output_token",)),
+    Metric("itl", "time", "gap between consecutive streamed chunks, pooled", ("inter_chunk_latency", "inter_token_latency")),
+    Metric("e2e", "time", "send to last chunk", ("e2el", "latency", "e2e_latency", "end_to_end_latency")),
+    Metric("queue_time", "time", "actual send minus scheduled send", ("client_queue_time", "send_lag")),
+    Metric("decode_rate", "token_rate", "(output tokens - 1) / (E2E - TTFT) per request", ("tps", "decode_tps")),
+    Metric("output_throughput", "token_rate", "output tokens / run duration", ("throughput", "output_tps", "tokens_per_second")),
+    Metric("request_throughput", "request_rate", "completed requests / run duration", ("rps",)),
+    Metric("goodput", "request_rate", "requests meeting every SLO per second", ()),
+    Metric("acceptance_rate", "fraction", "accepted / proposed draft tokens", ("acceptance", "draft_acceptance_rate", "spec_acceptance_rate")),
+    Metric("acceptance_length", "number", "1 + accepted / drafts", ("mean_acceptance_length",)),
+    Metric("prefix_cache_hit_rate", "fraction", "prefix cache hits / queries (tokens)", ("cache_hit_rate",)),
+    Metric("kv_cache_usage", "fraction", "KV-cache usage gauge (0-1)", ("kv_cache_usage_perc",)),
+    Metric("error_rate", "fraction", "failed requests / requests", ("errors",)),
+    Metric("allreduce_time", "time", "per-iteration all-reduce time", ("allreduce_latency",)),
+    Metric("busbw", "bandwidth", "bus bandwidth (nccl-tests convention)", ("bus_bandwidth",)),
+    Metric("algbw", "bandwidth", "algorithm bandwidth S / t", ("algorithm_bandwidth",)),
+    Metric("fragmentation", "fraction", "1 - allocated / reserved bytes at peak", ("memory_fragmentation",)),
+    Metric("quality_loss", "fraction", "relative loss of a quality score", ("accuracy_drop",)),
+    Metric("memory", "bytes", "bytes of memory", ("memory_bytes",)),
+    Metric("value", "number", "any plain number", ()),
+)
+
+_BY_NAME: dict[str, Metric] = {}
+for _m in METRICS:
+    _BY_NAME[_m.name] = _m
+    for _a in _m.aliases:
+        _BY_NAME[_a] = _m
+
+
+def lookup(name: str) -> Metric | None:
+    """The metric called ``name`` or one of its aliases (case-insensitive), else None."""
+    return _BY_NAME.get(name.strip().lower())
+
+
+def known_names() -> list[str]:
+    return [m.name for m in METRICS]

@@ -1,0 +1,194 @@
+"""Measured data handed to a gate: a sample set, a proportion, or a single measured value.
+
+Values are kept in the base unit of their dimension (see :mod:`units`). Construction validates:
+NaN, infinities, negative durations, empty lists and mixed units are rejected with a message that
+names what was wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from .units import Quantity, Unit, UnitError, parse_quantity, unit
+
+
+class SampleError(ValueError):
+    """Samples that cannot be evaluated (NaN, inf, negative durations, empty, mixed units)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Samples:
+    """Independent observations of one metric, e.g. per-request TTFTs.
+
+    ``denominators`` turns the set into a ratio of sums (e.g. output tokens over busy seconds):
+    the "value" statistic is then ``sum(values) / sum(denominators)`` and bootstrap resamples pairs.
+    """
+
+    values: npt.NDArray[np.float64]
+    unit: Unit
+    label: str = ""
+    denominators: npt.NDArray[np.float64] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def dimension(self) -> str:
+        return self.unit.dimension
+
+    @property
+    def n(self) -> int:
+        return int(self.values.size)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def display(self, base: float) -> str:
+        from .units import format_value
+
+        return format_value(base, self.unit)
+
+
+@dataclass(frozen=True)
+class Proportion:
+    """``successes`` out of ``trials`` (e.g. accepted out of proposed draft tokens)."""
+
+    successes: int
+    trials: int
+    label: str = ""
+    extra: tuple[tuple[str, float], ...] = ()  # reported alongside (e.g. per-position rates)
+
+    def __post_init__(self) -> None:
+        for name in ("successes", "trials"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise SampleError(f"proportion {self.label or ''}: {name} must be an integer, got {v!r}")
+            if v < 0:
+                raise SampleError(f"proportion {self.label or ''}: {name} must be >= 0, got {v}")
+        if self.successes > self.trials:
+            raise SampleError(
+                f"proportion {self.label or ''}: successes {self.successes} > trials {self.trials}"
+            )
+
+    @property
+    def n(self) -> int:
+        return int(self.trials)
+
+    @property
+    def unit(self) -> Unit:
+        return unit("%")
+
+
+@runtime_checkable
+class MetricSource(Protocol):
+    """Anything a gate can take its metric from (a load run result, a distributed benchmark...)."""
+
+    def perfgate_data(self, metric: str) -> Samples | Proportion: ...
+
+
+Data = Samples | Proportion
+
+
+def _to_unit(u: str | Unit) -> Unit:
+    if isinstance(u, Unit):
+        return u
+    try:
+        return unit(u)
+    except UnitError as e:
+        raise SampleError(str(e)) from None
+
+
+def make_samples(
+    values: Iterable[Any],
+    unit_name: str | Unit = "",
+    *,
+    label: str = "",
+    denominators: Iterable[Any] | None = None,
+) -> Samples:
+    """Build validated :class:`Samples` from numbers in ``unit_name`` or from quantity strings.
+
+    ``make_samples([12.1, 13.4], "ms")`` or ``make_samples(["12 ms", "0.013 s"])``.
+    """
+    u = _to_unit(unit_name) if unit_name != "" or isinstance(unit_name, Unit) else None
+    raw = list(values) if not isinstance(values, np.ndarray) else values
+    where = f" ({label})" if label else ""
+    if isinstance(raw, np.ndarray):
+        if raw.dtype.kind not in "iuf":
+            raise SampleError(f"samples{where}: expected numbers, got an array of {raw.dtype}")
+        arr = raw.astype(np.float64, copy=True).ravel()
+        if u is None:
+            u = unit("")
+        arr *= u.factor
+    else:
+        bases: list[float] = []
+        seen: Unit | None = u
+        for i, v in enumerate(raw):
+            if isinstance(v, str):
+                try:
+                    q: Quantity = parse_quantity(v)
+                except UnitError as e:
+                    raise SampleError(f"samples{where}: item {i}: {e}") from None
+                if seen is not None and q.unit.dimension != seen.dimension:
+                    raise SampleError(
+                        f"samples{where}: mixed units: item {i} is {q.unit.name or 'a plain number'!r} "
+                        f"({q.unit.dimension}) but earlier samples are {seen.name or 'plain'!r} ({seen.dimension})"
+                    )
+                seen = seen or q.unit
+                bases.append(q.base)
+            elif isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise SampleError(f"samples{where}: item {i} is not a number: {v!r}")
+            else:
+                bases.append(float(v) * (u.factor if u else 1.0))
+        u = seen or unit("")
+        arr = np.asarray(bases, dtype=np.float64)
+    _validate(arr, u, where)
+    dens = None
+    if denominators is not None:
+        dens = np.asarray(list(denominators), dtype=np.float64)
+        if dens.shape != arr.shape:
+            raise SampleError(f"samples{where}: {dens.size} denominators for {arr.size} values")
+        if not np.all(np.isfinite(dens)) or np.any(dens <= 0):
+            raise SampleError(f"samples{where}: denominators must be finite and > 0")
+    return Samples(arr, u, label, dens)
+
+
+def _validate(arr: npt.NDArray[np.float64], u: Unit, where: str) -> None:
+    if arr.size == 0:
+        raise SampleError(f"samples{where}: no samples (empty list): nothing was measured")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise SampleError(f"samples{where}: item {i} is {arr[i]!r}; NaN and infinite values are rejected")
+    if u.dimension in ("time", "bytes", "token_rate", "request_rate", "bandwidth") and (arr < 0).any():
+        i = int(np.argmax(arr < 0))
+        kind = "duration" if u.dimension == "time" else "value"
+        raise SampleError(f"samples{where}: item {i} is a negative {kind} ({arr[i] / u.factor:g} {u.name})")
+
+
+def single(value: Any, unit_name: str = "", *, label: str = "") -> Samples:
+    """One measured number (a run-level value): verdicts say "single measurement"."""
+    return make_samples([value], unit_name, label=label)
+
+
+def as_data(data: Any, metric: str, *, label: str = "") -> Data:
+    """Coerce what a test passed to ``check`` into evaluable data for ``metric``."""
+    if isinstance(data, (Samples, Proportion)):
+        return data
+    if isinstance(data, MetricSource):
+        return data.perfgate_data(metric)
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        if not math.isfinite(data):
+            raise SampleError(f"value{(' (' + label + ')') if label else ''} is {data!r}; NaN/inf rejected")
+        return single(data, label=label)
+    if isinstance(data, str):
+        return single(data, label=label)
+    if isinstance(data, (Sequence, np.ndarray)):
+        return make_samples(data, label=label)
+    raise SampleError(
+        f"cannot evaluate {type(data).__name__}: pass perfgate.samples([...], unit), "
+        "a Proportion, or a run result"
+    )
