@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .units import Quantity, Unit, UnitError, parse_quantity, unit
+from .units import Quantity, Unit, UnitError, parse_quantity, to_base, unit
 
 
 class SampleError(ValueError):
@@ -122,7 +122,7 @@ def make_samples(
         arr = raw.astype(np.float64, copy=True).ravel()
         if u is None:
             u = unit("")
-        arr *= u.factor
+        arr = arr / 100.0 if u.name == "%" else arr * u.factor
     else:
         bases: list[float] = []
         seen: Unit | None = u
@@ -142,7 +142,7 @@ def make_samples(
             elif isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise SampleError(f"samples{where}: item {i} is not a number: {v!r}")
             else:
-                bases.append(float(v) * (u.factor if u else 1.0))
+                bases.append(to_base(float(v), u) if u else float(v))
         u = seen or unit("")
         arr = np.asarray(bases, dtype=np.float64)
     _validate(arr, u, where)
@@ -162,7 +162,7 @@ def _validate(arr: npt.NDArray[np.float64], u: Unit, where: str) -> None:
     bad = ~np.isfinite(arr)
     if bad.any():
         i = int(np.argmax(bad))
-        raise SampleError(f"samples{where}: item {i} is {arr[i]!r}; NaN and infinite values are rejected")
+        raise SampleError(f"samples{where}: item {i} is {float(arr[i])}; NaN and infinite values are rejected")
     if u.dimension in ("time", "bytes", "token_rate", "request_rate", "bandwidth") and (arr < 0).any():
         i = int(np.argmax(arr < 0))
         kind = "duration" if u.dimension == "time" else "value"

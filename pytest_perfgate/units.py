@@ -102,7 +102,12 @@ def parse_quantity(value: object) -> Quantity:
         raise UnitError(f"cannot read {value!r} as a number with a unit (example: \"150 ms\")")
     u = unit(m.group(2))
     number = float(m.group(1))
-    return Quantity(number * u.factor, u)
+    return Quantity(to_base(number, u), u)
+
+
+def to_base(number: float, u: Unit) -> float:
+    """``number`` in unit ``u`` expressed in base units (exact for percentages: 70% == 0.7)."""
+    return number / 100.0 if u.name == "%" else number * u.factor
 
 
 def format_value(base: float, u: Unit, digits: int = 3) -> str:

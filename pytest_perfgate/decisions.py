@@ -1,0 +1,143 @@
+"""The decision record: ``decisions.json``, one entry per phase, merged across runs.
+
+Written atomically (temp file + ``os.replace``) under a file lock, incrementally after every test,
+so a killed run leaves a valid file with everything measured up to then, and two CI jobs writing
+the same directory don't corrupt it (each only replaces the phases it ran).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from .config import Thresholds
+
+SCHEMA = "pytest-perfgate/decisions/1"
+FILENAME = "decisions.json"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and sha else None
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:6]
+
+
+def atomic_write_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2, sort_keys=False, allow_nan=False, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_decisions(out_dir: Path) -> dict[str, Any]:
+    """The stored document, or an empty one. A corrupt file is reported, not silently replaced."""
+    path = out_dir / FILENAME
+    if not path.exists():
+        return {"schema": SCHEMA, "phases": {}, "fallbacks": {}}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: unreadable decision record ({e}); move it away to start afresh") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("phases"), dict):
+        raise ValueError(f"{path}: not a perfgate decision record (no 'phases' table)")
+    return doc
+
+
+def phase_outcome(verdicts: Iterable[Mapping[str, Any]], fallback_tests: Iterable[Mapping[str, Any]]) -> str:
+    """passed / failed / fallback (gates failed but every triggered plan was validated) / inconclusive."""
+    vs = list(verdicts)
+    if not vs:
+        return "not run"
+    failed = [v for v in vs if v["outcome"] == "fail"]
+    if failed:
+        triggered = {f for v in failed for f in v.get("fallbacks", [])}
+        ok = {t["fallback"] for t in fallback_tests if t["outcome"] == "passed"}
+        return "fallback" if triggered and triggered & ok else "failed"
+    if any(v["outcome"] == "inconclusive" for v in vs):
+        return "inconclusive"
+    return "passed"
+
+
+def phase_entry(
+    th: Thresholds,
+    phase: str,
+    verdicts: list[dict[str, Any]],
+    fallback_tests: list[dict[str, Any]],
+    *,
+    run_id: str,
+    commit: str | None,
+    engines: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    ph = th.phases[phase]
+    triggered = sorted({f for v in verdicts if v["outcome"] == "fail" for f in v.get("fallbacks", [])})
+    evaluated = {v["gate"] for v in verdicts}
+    return {
+        "phase": phase,
+        "title": ph.title,
+        "depends_on": list(ph.depends_on),
+        "outcome": phase_outcome(verdicts, fallback_tests),
+        "timestamp": now_iso(),
+        "git_commit": commit,
+        "thresholds_file": str(th.path),
+        "thresholds_sha256": th.sha256,
+        "run_id": run_id,
+        "confidence": th.settings.confidence,
+        "verdicts": verdicts,
+        "triggered_fallbacks": triggered,
+        "fallback_tests": fallback_tests,
+        "not_evaluated": [g.name for g in th.gates_of(phase) if g.name not in evaluated],
+        "engines": engines or [],
+    }
+
+
+def merge_phases(out_dir: Path, th: Thresholds, entries: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Replace the given phases in the stored record (keeping the others) and write it atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out_dir / (FILENAME + ".lock")), timeout=60):
+        try:
+            doc = read_decisions(out_dir)
+        except ValueError:
+            # keep the unreadable file for inspection; start a new record beside it
+            bad = out_dir / FILENAME
+            bad.replace(bad.with_suffix(".corrupt.json"))
+            doc = {"schema": SCHEMA, "phases": {}, "fallbacks": {}}
+        doc["schema"] = SCHEMA
+        doc["updated"] = now_iso()
+        doc.setdefault("phases", {}).update(entries)
+        fb = doc.setdefault("fallbacks", {})
+        for f in th.fallbacks.values():
+            fb[f.name] = {"title": f.title, "cost": f.cost, "doc": f.doc}
+        atomic_write_json(out_dir / FILENAME, doc)
+        return doc

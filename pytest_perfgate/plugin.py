@@ -1,0 +1,266 @@
+"""pytest glue: options, markers, fixtures, reporting hooks. Everything else lives in the core.
+
+Loaded through the ``pytest11`` entry point; imports nothing heavy (numpy, scipy, vllm, aiohttp are
+imported inside fixtures and hooks when a gate is evaluated).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .config import ConfigError, load_thresholds
+from .session import FALLBACK_PROPERTY, VERDICT_PROPERTY, Perfgate, RunState
+
+if TYPE_CHECKING:
+    from .verdict import Verdict
+
+STATE = pytest.StashKey["RunState | None"]()
+CONF = pytest.StashKey["PluginConfig"]()
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    thresholds_path: Path | None
+    out_dir: Path
+    confidence: float | None
+    inconclusive: str
+    engine: str | None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("perfgate", "performance gates from thresholds.toml (pytest-perfgate)")
+    group.addoption("--perfgate-thresholds", metavar="PATH", default=None,
+                    help="thresholds file (default: ini perfgate_thresholds, else thresholds.toml in rootdir)")
+    group.addoption("--perfgate-out", metavar="DIR", default=None,
+                    help="results directory for gates.xml, decisions.json, summary.md, report.html "
+                    "(default: ini perfgate_out, else perfgate-results/)")
+    group.addoption("--perfgate-confidence", type=float, default=None, metavar="C",
+                    help="confidence of every verdict, overrides [perfgate] confidence (e.g. 0.99)")
+    group.addoption("--perfgate-inconclusive", choices=("fail", "warn"), default=None,
+                    help="what an inconclusive verdict does to its test (default: fail)")
+    group.addoption("--perfgate-engine", metavar="NAME", default=None,
+                    help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine)")
+    parser.addini("perfgate_thresholds", "path of thresholds.toml", default="")
+    parser.addini("perfgate_out", "results directory", default="")
+
+
+def _resolve(config: pytest.Config) -> PluginConfig:
+    """CLI > ini > thresholds.toml > default."""
+    opt = config.option
+    path_s = opt.perfgate_thresholds or config.getini("perfgate_thresholds")
+    if path_s:
+        path: Path | None = Path(path_s)
+        if not path.is_absolute():
+            base = config.invocation_params.dir if opt.perfgate_thresholds else config.rootpath
+            path = base / path
+    else:
+        default = config.rootpath / "thresholds.toml"
+        path = default if default.exists() else None
+    out_s = opt.perfgate_out or config.getini("perfgate_out") or "perfgate-results"
+    out = Path(out_s)
+    if not out.is_absolute():
+        out = (config.invocation_params.dir if opt.perfgate_out else config.rootpath) / out
+    return PluginConfig(path, out, opt.perfgate_confidence, opt.perfgate_inconclusive or "", opt.perfgate_engine)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gate(*names): bind the test to gates of thresholds.toml (adds their phase markers)")
+    config.addinivalue_line("markers", "fallback(name): the test validates a fallback plan; runs only when triggered")
+    config.addinivalue_line("markers", "engine(name): the engine from [engines.NAME] this test measures")
+    pc = _resolve(config)
+    config.stash[CONF] = pc
+    config.stash[STATE] = None
+    if pc.thresholds_path is None:
+        return
+    if not pc.thresholds_path.exists():
+        raise pytest.UsageError(f"perfgate: thresholds file not found: {pc.thresholds_path}")
+    try:
+        th = load_thresholds(pc.thresholds_path, confidence=pc.confidence)
+    except ConfigError as e:
+        raise pytest.UsageError(f"perfgate: {e}") from None
+    for ph in th.phases.values():
+        config.addinivalue_line("markers", f"{ph.name}: perfgate phase: {ph.title or ph.name}")
+    inconclusive = pc.inconclusive or th.settings.inconclusive
+    st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
+    config.stash[STATE] = st
+    config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
+
+
+def _state(config: pytest.Config) -> RunState | None:
+    return config.stash.get(STATE, None)
+
+
+def _marker_names(item: pytest.Item, name: str) -> list[str]:
+    out: list[str] = []
+    for m in item.iter_markers(name):
+        if m.kwargs:
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} takes names only, got {sorted(m.kwargs)}")
+        for a in m.args:
+            if not isinstance(a, str):
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} takes names (strings), got {a!r}")
+            out.append(a)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Validate gate/fallback markers, add phase markers (before -m selection), order fallbacks last."""
+    st = _state(config)
+    errors: list[str] = []
+    for item in items:
+        gates = _marker_names(item, "gate")
+        fbs = _marker_names(item, "fallback")
+        if (gates or fbs) and st is None:
+            errors.append(f"{item.nodeid}: uses perfgate markers but no thresholds.toml was found "
+                          "(give --perfgate-thresholds PATH)")
+            continue
+        if st is None:
+            continue
+        th = st.thresholds
+        phases: set[str] = set()
+        for g in gates:
+            if g not in th.gates:
+                errors.append(f"{item.nodeid}: unknown gate {g!r} (gates in {th.path.name}: {', '.join(th.gates) or '(none)'})")
+            else:
+                phases.add(th.gates[g].phase)
+        for f in fbs:
+            if f not in th.fallbacks:
+                errors.append(f"{item.nodeid}: unknown fallback {f!r} (fallbacks: {', '.join(th.fallbacks) or '(none)'})")
+            phases.update(g.phase for g in th.gates.values() if f in g.fallbacks)
+        for ph in sorted(phases):
+            item.add_marker(ph)
+    if errors:
+        raise pytest.UsageError("perfgate: bad markers:\n  " + "\n  ".join(errors))
+    # gate tests before the fallback tests they can trigger (stable otherwise)
+    items.sort(key=lambda it: 1 if it.get_closest_marker("fallback") else 0)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    st = _state(item.config)
+    if st is None:
+        return
+    fbs = _marker_names(item, "fallback")
+    for f in fbs:
+        item.user_properties.append((FALLBACK_PROPERTY, f))
+        triggered, why = st.triggered(f)
+        if not triggered:
+            pytest.skip(f"fallback {f}: {why}")
+
+
+@pytest.fixture
+def perfgate(request: pytest.FixtureRequest) -> Perfgate:
+    """Evaluate gates: ``perfgate.check(data, gate=None)``, ``perfgate.samples([...], "ms")``,
+    ``perfgate.sample_until_decided(draw)``, ``perfgate.decision("phase1")``."""
+    st = _state(request.config)
+    if st is None:
+        raise pytest.UsageError(
+            "perfgate fixture used but no thresholds.toml was found: create one in the rootdir or pass "
+            "--perfgate-thresholds PATH"
+        )
+    item = request.node
+    bound = _marker_names(item, "gate")
+
+    def record(v: Verdict) -> None:
+        d = v.to_dict()
+        item.user_properties.append((VERDICT_PROPERTY, json.dumps(d, default=str, allow_nan=False)))
+        item.user_properties.extend(v.user_properties())
+        st.add_verdict(item.nodeid, d)
+
+    return Perfgate(st, bound, record, request.config.stash[CONF].confidence)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    st = _state(item.config)
+    if st is not None and report.when == "call":
+        lines = [json.loads(v)["summary"] for k, v in item.user_properties if k == VERDICT_PROPERTY]
+        if lines:
+            report.sections.append(("perfgate verdicts", "\n".join(lines)))
+    return report
+
+
+class _Recorder:
+    """Collects verdicts from test reports (also those forwarded by xdist workers) and writes results."""
+
+    def __init__(self, config: pytest.Config, st: RunState) -> None:
+        self.config = config
+        self.st = st
+        self.is_worker = hasattr(config, "workerinput")
+        self.written: list[Path] = []
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.st.recorded_error:
+            import warnings
+
+            warnings.warn(pytest.PytestWarning(f"perfgate: {self.st.recorded_error}"), stacklevel=1)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        st = self.st
+        props = list(report.user_properties)
+        fallback = next((v for k, v in props if k == FALLBACK_PROPERTY), None)
+        if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+            return
+        st.add_properties(report.nodeid, props)
+        if isinstance(fallback, str):
+            reason = ""
+            if report.skipped and isinstance(report.longrepr, tuple):
+                reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            elif report.failed and report.longreprtext:
+                reason = report.longreprtext.strip().splitlines()[-1]
+            st.add_fallback_test(report.nodeid, fallback, report.outcome, reason)
+        if not self.is_worker:
+            self._flush()
+
+    def _flush(self) -> dict[str, Any] | None:
+        try:
+            return self.st.flush()
+        except OSError as e:  # never lose the test run over a results directory problem
+            import warnings
+
+            warnings.warn(f"perfgate: could not write {self.st.out_dir}: {e}", stacklevel=1)
+            return None
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        st = self.st
+        if self.is_worker or (not st.all_verdicts() and not st.fallback_tests):
+            return
+        doc = self._flush()
+        if doc is None:
+            return
+        from .writers import write_all
+
+        phases = sorted({v["phase"] for v in st.all_verdicts()})
+        written = write_all(doc, st.out_dir, phases=phases, inconclusive=st.inconclusive)
+        self.written = [st.out_dir / "decisions.json", *written]
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        st = self.st
+        if self.is_worker or not st.all_verdicts():
+            return
+        from .table import gate_table
+
+        tr = terminalreporter
+        tr.section("perfgate", sep="=", bold=True)
+        for line in gate_table(st.all_verdicts()):
+            tr.write_line(line)
+        triggered = sorted({f for v in st.all_verdicts() if v["outcome"] == "fail" for f in v.get("fallbacks", [])})
+        if triggered:
+            tr.write_line("")
+            tr.write_line("triggered fallbacks:")
+            for f in triggered:
+                fb = st.thresholds.fallbacks[f]
+                tr.write_line(f"  {f}: {fb.title}" + (f" ({fb.doc})" if fb.doc else "") + (f" [cost: {fb.cost}]" if fb.cost else ""))
+        for t in st.fallback_tests.values():
+            tr.write_line(f"fallback test {t['test']}: {t['outcome']}" + (f" ({t['reason']})" if t["reason"] else ""))
+        tr.write_line("")
+        for p in self.written:
+            tr.write_line(f"perfgate: wrote {p}")
+
+

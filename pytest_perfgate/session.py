@@ -1,0 +1,248 @@
+"""State of one gate run and the object tests use (the ``perfgate`` fixture's value).
+
+No pytest import: the plugin passes collaborators in. Verdicts travel as JSON strings in
+``user_properties`` so that they survive pytest-xdist; :class:`RunState` is rebuilt from reports.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import decisions
+from .config import Gate, Thresholds
+from .verdict import GateFailure, Verdict
+
+VERDICT_PROPERTY = "perfgate.verdict"
+FALLBACK_PROPERTY = "perfgate.fallback_test"
+ENGINE_PROPERTY = "perfgate.engine"
+
+
+class GateInconclusive(GateFailure):
+    """Raised for an inconclusive verdict when ``--perfgate-inconclusive=fail``."""
+
+
+class PerfgateWarning(UserWarning):
+    """An inconclusive verdict under ``--perfgate-inconclusive=warn``."""
+
+
+@dataclass
+class RunState:
+    """Everything one run has measured, keyed by test; flushed to decisions.json incrementally."""
+
+    thresholds: Thresholds
+    out_dir: Path
+    run_id: str
+    commit: str | None
+    inconclusive: str = "fail"
+    verdicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # nodeid -> verdicts
+    fallback_tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # nodeid -> result
+    engines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    recorded: dict[str, Any] = field(default_factory=dict)  # decisions.json at session start
+    recorded_error: str | None = None
+
+    @classmethod
+    def start(cls, thresholds: Thresholds, out_dir: Path, inconclusive: str, root: Path) -> RunState:
+        st = cls(thresholds, out_dir, decisions.new_run_id(), decisions.git_commit(root), inconclusive)
+        try:
+            st.recorded = decisions.read_decisions(out_dir)
+        except ValueError as e:
+            st.recorded_error = str(e)
+            st.recorded = {"phases": {}}
+        return st
+
+    # ---- collecting
+    def add_verdict(self, nodeid: str, verdict: Mapping[str, Any]) -> None:
+        v = dict(verdict)
+        v["test"] = nodeid
+        self.verdicts.setdefault(nodeid, []).append(v)
+
+    def add_properties(self, nodeid: str, props: Sequence[tuple[str, object]]) -> None:
+        """Take verdicts (and engine info) out of a report's user_properties, once per test."""
+        seen = {json.dumps(v, sort_keys=True, default=str) for v in self.verdicts.get(nodeid, [])}
+        for name, value in props:
+            if name == VERDICT_PROPERTY and isinstance(value, str):
+                v = json.loads(value)
+                v["test"] = nodeid
+                if json.dumps(v, sort_keys=True, default=str) not in seen:
+                    self.verdicts.setdefault(nodeid, []).append(v)
+            elif name == ENGINE_PROPERTY and isinstance(value, str):
+                info = json.loads(value)
+                self.engines[str(info.get("name", len(self.engines)))] = info
+
+    def add_fallback_test(self, nodeid: str, fallback: str, outcome: str, reason: str = "") -> None:
+        self.fallback_tests[nodeid] = {"test": nodeid, "fallback": fallback, "outcome": outcome, "reason": reason}
+
+    def all_verdicts(self) -> list[dict[str, Any]]:
+        return [v for vs in self.verdicts.values() for v in vs]
+
+    # ---- fallbacks and phase dependencies
+    def triggered(self, fallback: str) -> tuple[bool, str]:
+        """Is ``fallback`` triggered in this run (or in the recorded decisions of its phase)?"""
+        gates = [g for g in self.thresholds.gates.values() if fallback in g.fallbacks]
+        names = {g.name for g in gates}
+        mine = [v for v in self.all_verdicts() if v["gate"] in names]
+        failed = [v for v in mine if v["outcome"] == "fail"]
+        if failed:
+            return True, "; ".join(v["summary"] for v in failed)
+        if mine:
+            return False, "not triggered: " + "; ".join(f"gate {v['gate']} {_past(v['outcome'])}" for v in mine)
+        for ph in sorted({g.phase for g in gates}):
+            rec = self.recorded.get("phases", {}).get(ph)
+            if rec and fallback in rec.get("triggered_fallbacks", []):
+                return True, f"triggered in the recorded decision of {ph} (run {rec.get('run_id')}, {rec.get('timestamp')})"
+        if not gates:
+            return False, f"not triggered: no gate names fallback {fallback!r}"
+        return False, (
+            f"not triggered: gate(s) {', '.join(sorted(names))} naming {fallback!r} were not evaluated in this run "
+            "and no recorded decision triggered it"
+        )
+
+    def decision(self, phase: str) -> dict[str, Any] | None:
+        """This run's result for ``phase`` if it ran here, else the recorded one, else None."""
+        if phase not in self.thresholds.phases:
+            raise KeyError(f"unknown phase {phase!r}; phases: {', '.join(self.thresholds.phases)}")
+        current = self.phase_entries().get(phase)
+        if current is not None:
+            return current
+        rec = self.recorded.get("phases", {}).get(phase)
+        return dict(rec) if isinstance(rec, dict) else None
+
+    # ---- writing
+    def phase_entries(self) -> dict[str, dict[str, Any]]:
+        by_phase: dict[str, list[dict[str, Any]]] = {}
+        for v in self.all_verdicts():
+            by_phase.setdefault(v["phase"], []).append(v)
+        fb_by_phase: dict[str, list[dict[str, Any]]] = {}
+        for t in self.fallback_tests.values():
+            for g in self.thresholds.gates.values():
+                if t["fallback"] in g.fallbacks:
+                    fb_by_phase.setdefault(g.phase, [])
+                    if t not in fb_by_phase[g.phase]:
+                        fb_by_phase[g.phase].append(t)
+        return {
+            ph: decisions.phase_entry(
+                self.thresholds, ph, vs, fb_by_phase.get(ph, []), run_id=self.run_id, commit=self.commit,
+                engines=list(self.engines.values()),
+            )
+            for ph, vs in by_phase.items()
+        }
+
+    def flush(self) -> dict[str, Any]:
+        return decisions.merge_phases(self.out_dir, self.thresholds, self.phase_entries())
+
+
+def _past(outcome: str) -> str:
+    return {"pass": "passed", "fail": "failed", "inconclusive": "was inconclusive", "recorded": "was recorded"}.get(
+        outcome, outcome
+    )
+
+
+class Perfgate:
+    """The ``perfgate`` fixture: evaluate gates inside a test.
+
+    ``check(data, gate=None)`` evaluates a gate (the test's ``@pytest.mark.gate`` when omitted),
+    records the verdict, and raises :class:`GateFailure` when it fails.
+    """
+
+    def __init__(
+        self,
+        state: RunState,
+        bound_gates: Sequence[str],
+        record: Callable[[Verdict], None],
+        confidence: float | None = None,
+    ) -> None:
+        self._state = state
+        self._bound = tuple(bound_gates)
+        self._record = record
+        self._confidence = confidence
+        self.verdicts: list[Verdict] = []
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self._state.thresholds
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self._state.thresholds.params
+
+    def gate(self, name: str | None = None) -> Gate:
+        if name is None:
+            if len(self._bound) == 1:
+                name = self._bound[0]
+            elif not self._bound:
+                raise ValueError("this test has no @pytest.mark.gate(...): name the gate, e.g. check(data, gate=\"ttft\")")
+            else:
+                raise ValueError(f"this test is bound to gates {', '.join(self._bound)}: name one, e.g. check(data, gate=...)")
+        return self.thresholds.gate(name)
+
+    @staticmethod
+    def samples(values: Any, unit: str = "", **kw: Any) -> Any:
+        from .samples import make_samples
+
+        return make_samples(values, unit, **kw)
+
+    @staticmethod
+    def proportion(successes: int, trials: int, label: str = "") -> Any:
+        from .samples import Proportion
+
+        return Proportion(successes, trials, label)
+
+    def evaluate(self, data: Any, gate: str | None = None) -> Verdict:
+        """Evaluate and record without raising (for reporting several gates before asserting)."""
+        from .verdict import evaluate
+
+        v = evaluate(self.gate(gate), data, confidence=self._confidence, thresholds=self.thresholds)
+        self._add(v)
+        return v
+
+    def check(self, data: Any, gate: str | None = None) -> Verdict:
+        v = self.evaluate(data, gate)
+        self.raise_for(v)
+        return v
+
+    def raise_for(self, v: Verdict) -> None:
+        if v.outcome == "fail":
+            raise GateFailure(v)
+        if v.outcome == "inconclusive":
+            if self._state.inconclusive == "fail":
+                raise GateInconclusive(v)
+            warnings.warn(PerfgateWarning(v.summary()), stacklevel=3)
+
+    def sample_until_decided(
+        self,
+        draw: Callable[[], Any],
+        gate: str | None = None,
+        *,
+        max_samples: int | None = None,
+        max_seconds: float | None = None,
+        unit: str = "",
+        check: bool = True,
+    ) -> Verdict:
+        from .sequential import confidence_note, sample_until_decided
+
+        g = self.gate(gate)
+        res = sample_until_decided(
+            draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
+            thresholds=self.thresholds, unit=unit,
+        )
+        c = self._confidence or g.confidence or self.thresholds.settings.confidence
+        from dataclasses import replace
+
+        v = replace(res.verdict, note=(res.verdict.note + "; " if res.verdict.note else "") + confidence_note(res, c))
+        self._add(v)
+        if check:
+            self.raise_for(v)
+        return v
+
+    def decision(self, phase: str) -> dict[str, Any] | None:
+        """The recorded (or this run's) outcome of ``phase``: verdicts, values, triggered fallbacks."""
+        return self._state.decision(phase)
+
+    def _add(self, v: Verdict) -> None:
+        self.verdicts.append(v)
+        self._record(v)

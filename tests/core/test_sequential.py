@@ -1,0 +1,57 @@
+"""Sequential sampling stops early on clear cases and keeps its false-pass rate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from pytest_perfgate.config import Thresholds
+from pytest_perfgate.sequential import look_schedule, sample_until_decided
+
+
+def test_look_schedule() -> None:
+    looks = look_schedule(1000)
+    assert looks[0] == 5 and looks[-1] == 1000 and looks == sorted(set(looks))
+    assert look_schedule(3) == [3]
+
+
+def test_clear_failure_stops_after_a_handful(th: Thresholds) -> None:
+    calls = []
+
+    def draw() -> float:
+        calls.append(1)
+        return 900.0
+
+    r = sample_until_decided(draw, th.gate("long_context_ttft"), max_samples=1000, thresholds=th, unit="ms")
+    assert r.verdict.outcome == "fail" and r.stopped_by == "decided" and len(calls) == 5
+
+
+def test_clear_pass_stops_at_the_first_look_allowed(th: Thresholds) -> None:
+    r = sample_until_decided(lambda: 10.0, th.gate("long_context_ttft"), max_samples=2000, thresholds=th, unit="ms")
+    assert r.verdict.outcome == "pass" and r.stopped_by == "decided"
+    # Bonferroni over the looks makes a pass need more than the 299 of a single look, not thousands
+    assert 299 < r.samples.n < 1000
+
+
+def test_time_budget(th: Thresholds) -> None:
+    t = iter(range(0, 10_000))
+    r = sample_until_decided(lambda: [10.0, 11.0], th.gate("long_context_ttft"), max_samples=10_000,
+                             max_seconds=20, thresholds=th, unit="ms", clock=lambda: float(next(t)))
+    assert r.stopped_by == "max_seconds" and r.verdict.outcome == "inconclusive" and r.verdict.needed
+
+
+def test_sequential_false_pass_rate(th: Thresholds) -> None:
+    """True P99 at the threshold; repeated looks must not inflate the false-pass rate over 1 - c."""
+    gate = th.gate("long_context_ttft")
+    thr_ms = 150.0
+    sigma = 0.3
+    scale = thr_ms / math.exp(sigma * sps.norm.ppf(0.99))
+    rng = np.random.default_rng(99)
+    trials, passes = 2000, 0
+    for _ in range(trials):
+        block = iter(rng.lognormal(math.log(scale), sigma, 600))
+        r = sample_until_decided(lambda b=block: next(b), gate, max_samples=600, thresholds=th, unit="ms")
+        passes += r.verdict.outcome == "pass"
+    assert passes / trials <= 0.05

@@ -1,0 +1,144 @@
+"""evaluate(gate, data) on every kind of data, and the edge cases of tiny samples."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from pytest_perfgate import GateFailure, Proportion, SampleError, evaluate, make_samples
+from pytest_perfgate.config import Thresholds
+
+
+def test_failure_message_names_the_fallback(th: Thresholds) -> None:
+    rng = np.random.default_rng(0)
+    v = evaluate(th.gate("long_context_ttft"), make_samples(rng.normal(212, 8, 500), "ms"), thresholds=th)
+    assert v.outcome == "fail" and v.n == 500 and v.triggered == ("tiered_kv_cache", "sequence_parallel")
+    msg = str(GateFailure(v))
+    assert msg.startswith("gate long_context_ttft: ttft p99 = ")
+    assert "(95% CI " in msg and "n=500) > max 150 ms (baseline 320 ms" in msg
+    assert '-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" (docs/fallbacks.md#tiered-kv-cache)' in msg
+    assert isinstance(GateFailure(v), AssertionError)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_tiny_samples_are_inconclusive_with_needed(th: Thresholds, n: int) -> None:
+    v = evaluate(th.gate("long_context_ttft"), make_samples([100.0] * n, "ms"), thresholds=th)
+    if n == 1:
+        assert v.method == "single" and v.outcome == "pass" and "single measurement" in v.summary()
+    else:
+        assert v.outcome == "inconclusive" and v.needed == 299
+        assert "need >= 299 samples in all (297 more)" in v.summary()
+
+
+def test_zero_samples_rejected(th: Thresholds) -> None:
+    with pytest.raises(SampleError, match="no samples"):
+        evaluate(th.gate("long_context_ttft"), make_samples([], "ms") if False else [], thresholds=th)
+
+
+def test_all_equal_samples(th: Thresholds) -> None:
+    v = evaluate(th.gate("long_context_ttft"), make_samples([100.0] * 400, "ms"), thresholds=th)
+    assert v.outcome == "pass" and v.lower == v.upper == pytest.approx(0.1)
+    v = evaluate(th.gate("mean_tpot"), make_samples([40.0] * 5, "ms"), thresholds=th)
+    assert v.outcome == "pass"
+
+
+@pytest.mark.parametrize(
+    ("values", "unit", "match"),
+    [
+        ([1.0, float("nan")], "ms", "item 1 is nan"),
+        ([1.0, float("inf")], "ms", "item 1 is inf"),
+        ([1.0, -2.0], "ms", "negative duration"),
+        (["1 ms", "2 tok/s"], "", "mixed units"),
+        ([1.0, "x"], "ms", "item 1"),
+        ([1.0], "parsecs", "unknown unit"),
+    ],
+)
+def test_bad_samples(values: list[object], unit: str, match: str) -> None:
+    with pytest.raises(SampleError, match=match):
+        make_samples(values, unit)
+
+
+def test_wrong_dimension(th: Thresholds) -> None:
+    with pytest.raises(SampleError, match="ttft is measured in time"):
+        evaluate(th.gate("long_context_ttft"), make_samples([1.0] * 10, "tok/s"), thresholds=th)
+
+
+def test_proportion_and_bands(th: Thresholds) -> None:
+    v = evaluate(th.gate("acceptance"), Proportion(7600, 10000), thresholds=th)
+    assert v.outcome == "pass" and v.band == "medium" and v.method == "clopper-pearson"
+    v = evaluate(th.gate("acceptance"), Proportion(850, 1000), thresholds=th)
+    assert v.band == "large gain"
+    v = evaluate(th.gate("acceptance"), Proportion(5, 100), thresholds=th)
+    assert v.outcome == "fail" and v.band == "insufficient"
+    v = evaluate(th.gate("acceptance"), Proportion(72, 100), thresholds=th)
+    assert v.outcome == "inconclusive" and v.needed and v.needed > 100
+    with pytest.raises(SampleError, match="0 trials"):
+        evaluate(th.gate("acceptance"), Proportion(0, 0), thresholds=th)
+
+
+def test_ratio_gate_bootstrap_is_reproducible(th: Thresholds) -> None:
+    rng = np.random.default_rng(3)
+    spec = make_samples(rng.normal(100, 5, 40), "tok/s", denominators=np.ones(40))
+    plain = make_samples(rng.normal(110, 5, 40), "tok/s", denominators=np.ones(40))
+    v1 = evaluate(th.gate("tput_ratio"), (spec, plain), thresholds=th)
+    v2 = evaluate(th.gate("tput_ratio"), (spec, plain), thresholds=th)
+    assert v1 == v2 and v1.method == "bootstrap" and v1.outcome == "pass"
+    assert v1.lower < v1.observed < v1.upper
+
+
+def test_single_values_ratio(th: Thresholds) -> None:
+    v = evaluate(th.gate("tput_ratio"), (make_samples([30], "tok/s"), make_samples([40], "tok/s")), thresholds=th)
+    assert v.outcome == "fail" and v.observed == pytest.approx(0.75) and v.method == "single"
+
+
+def test_difference_gate(th: Thresholds) -> None:
+    rng = np.random.default_rng(5)
+    single = make_samples(rng.normal(45, 2, 1000), "ms")
+    cross = make_samples(rng.normal(95, 2, 1000), "ms")
+    v = evaluate(th.gate("cross_node"), (cross, single), thresholds=th)
+    assert v.outcome == "fail" and 0.045 < v.observed < 0.06 and v.unit == "ms"
+
+
+def test_reduction_gate(th: Thresholds) -> None:
+    rng = np.random.default_rng(6)
+    cold = make_samples(rng.normal(100, 3, 50), "ms")
+    hit = make_samples(rng.normal(10, 1, 50), "ms")
+    v = evaluate(th.gate("prefill_reduction"), (hit, cold), thresholds=th)
+    assert v.outcome == "pass" and v.observed == pytest.approx(0.9, abs=0.02)
+
+
+def test_compare_needs_a_pair(th: Thresholds) -> None:
+    with pytest.raises(SampleError, match="compares two runs \\(speculative and plain\\)"):
+        evaluate(th.gate("tput_ratio"), make_samples([1.0], "tok/s"), thresholds=th)
+
+
+def test_recorded_only(th: Thresholds) -> None:
+    v = evaluate(th.gate("tpot_p50"), make_samples([10.0, 11.0, 12.0], "ms"), thresholds=th)
+    assert v.outcome == "recorded" and v.passed and v.triggered == ()
+
+
+def test_value_statistic_with_many_samples_is_an_error(th: Thresholds) -> None:
+    with pytest.raises(SampleError, match="takes one measured value"):
+        evaluate(th.gate("tput_ratio").__class__(**{**th.gate("tput_ratio").__dict__, "compare": None}),
+                 make_samples([1.0, 2.0], "tok/s"), thresholds=th)
+
+
+def test_one_million_samples_under_100ms(th: Thresholds) -> None:
+    x = make_samples(np.random.default_rng(1).exponential(50, 1_000_000), "ms")
+    evaluate(th.gate("long_context_ttft"), x, thresholds=th)  # warm
+    t = time.perf_counter()
+    v = evaluate(th.gate("long_context_ttft"), x, thresholds=th)
+    elapsed = time.perf_counter() - t
+    assert v.n == 1_000_000 and math.isfinite(v.upper)
+    assert elapsed < 1.0  # generous in tests; benchmarks/ prints the real figure
+
+
+def test_to_dict_is_json(th: Thresholds) -> None:
+    import json
+
+    v = evaluate(th.gate("long_context_ttft"), make_samples([100.0] * 3, "ms"), thresholds=th)
+    d = json.loads(json.dumps(v.to_dict(), allow_nan=False))
+    assert d["upper"] is None and d["display"]["threshold"] == "150 ms"
