@@ -1,0 +1,362 @@
+"""Engine kind ``openai``: any OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp).
+
+Arguments (``[engines.NAME]`` table): ``base_url`` (``http://127.0.0.1:8000``), ``model``,
+``api`` (``"completions"`` | ``"chat"``; a request's own ``api`` wins), ``api_key_env`` (the *name*
+of an environment variable holding the key; the key is never stored in :meth:`info`, logs or
+errors), ``timeout`` (seconds per request, default 600), ``metrics_path`` (``"/metrics"``),
+``tokenizer`` (path or name for exact-length prompts; default: ``model``) and
+``continuous_usage_stats`` (default true: ask vLLM/SGLang for cumulative usage in every chunk, which
+gives exact tokens per chunk under speculative decoding; servers that do not know the option
+ignore it).
+
+The measuring path: ``clock()`` is read as soon as a network read returns, *before* anything is
+parsed; the raw bytes are split into SSE events on ``b"\\n\\n"`` and kept with their arrival
+times; JSON parsing (orjson) happens after the stream ends. Token counts per chunk come from the
+server when it says (cumulative ``usage.completion_tokens``), else one per non-empty delta,
+corrected by the final usage block (``RequestRecord.token_count_source``: ``"server"`` when the
+output-token count came from the server's usage, ``"chunks"`` when only the chunks were counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from ..load.records import Request, RequestRecord
+from .base import Clock, EngineError, run_sync
+
+_BODY_LIMIT = 200  # characters of an HTTP error body kept in record.error
+_SUMMED_LABELS = frozenset({"model_name", "engine"})
+
+
+class OpenAIEngine:
+    """Client of one OpenAI-compatible server; one aiohttp session, created lazily on the loop."""
+
+    kind = "openai"
+
+    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
+        self.name = name
+        known = {"base_url", "model", "api", "api_key_env", "timeout", "metrics_path", "tokenizer",
+                 "continuous_usage_stats"}
+        unknown = set(args) - known
+        if unknown:
+            raise EngineError(f"engine {name!r}: unknown arguments {sorted(unknown)} (known: {sorted(known)})")
+        if "base_url" not in args or "model" not in args:
+            raise EngineError(f"engine {name!r} (openai): 'base_url' and 'model' are required")
+        self.base_url = str(args["base_url"]).rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self.model = str(args["model"])
+        self.api = str(args.get("api", "completions"))
+        if self.api not in ("completions", "chat"):
+            raise EngineError(f"engine {name!r}: api must be 'completions' or 'chat', got {self.api!r}")
+        self.api_key_env: str | None = args.get("api_key_env")
+        self.timeout = float(args.get("timeout", 600.0))
+        self.metrics_path = str(args.get("metrics_path", "/metrics"))
+        self.tokenizer_name = str(args.get("tokenizer") or self.model)
+        self.continuous_usage_stats = bool(args.get("continuous_usage_stats", True))
+        self._session: aiohttp.ClientSession | None = None
+        self._headers: dict[str, str] = {"Content-Type": "application/json"}
+        self._key: str | None = None
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if key is None:
+                raise EngineError(f"engine {name!r}: environment variable {self.api_key_env} (api_key_env) is not set")
+            self._key = key
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._version: str | None = None
+        self._tokenizer: Any = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def _ensure_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=self._headers, timeout=aiohttp.ClientTimeout(total=None),
+                auto_decompress=False, read_bufsize=2**18,
+            )
+        return self._session
+
+    def start(self) -> None:
+        """Open the session and read the server version (if ``/version`` exists)."""
+        run_sync(self._start())
+
+    async def _start(self) -> None:
+        session = await self._ensure_session()
+        if self._version is None:
+            try:
+                async with session.get(self.base_url + "/version", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                    if r.status == 200:
+                        data = orjson.loads(await r.read())
+                        if isinstance(data, dict) and "version" in data:
+                            self._version = str(data["version"])
+            except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+                pass
+
+    def stop(self) -> None:
+        if self._session is not None and not self._session.closed:
+            run_sync(self._session.close())
+        self._session = None
+
+    # -- counters ----------------------------------------------------------------------------
+    async def counters(self) -> dict[str, float]:
+        """Counters and gauges of ``metrics_path``, flattened (see :func:`parse_prometheus`)."""
+        session = await self._ensure_session()
+        try:
+            async with session.get(self.base_url + self.metrics_path, timeout=aiohttp.ClientTimeout(total=30)) as r:
+                if r.status != 200:
+                    return {}
+                text = (await r.read()).decode("utf-8", "replace")
+        except (TimeoutError, aiohttp.ClientError):
+            return {}
+        return parse_prometheus(text)
+
+    # -- metadata ----------------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """Kind, base URL, model, API, server version; the key's variable name, never the key."""
+        return {
+            "name": self.name, "kind": self.kind, "base_url": self.base_url, "model": self.model, "api": self.api,
+            "api_key_env": self.api_key_env, "timeout": self.timeout, "metrics_path": self.metrics_path,
+            "tokenizer": self.tokenizer_name, "continuous_usage_stats": self.continuous_usage_stats,
+            "server_version": self._version,
+        }
+
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer  # lazy: heavy import
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_name)
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer().encode(text, add_special_tokens=False))
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    # -- generation --------------------------------------------------------------------------
+    def _payload(self, request: Request, api: str) -> bytes:
+        body: dict[str, Any] = {
+            "model": self.model, "max_tokens": request.max_tokens, "temperature": request.temperature,
+            "stream": True, "ignore_eos": request.ignore_eos,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": self.continuous_usage_stats}
+            if self.continuous_usage_stats else {"include_usage": True},
+        }
+        if api == "chat":
+            if not isinstance(request.prompt, str):
+                raise ValueError("the chat API needs a text prompt, got token ids")
+            body["messages"] = [{"role": "user", "content": request.prompt}]
+        else:
+            body["prompt"] = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+        body.update(request.extra)
+        return orjson.dumps(body)
+
+    async def generate(self, request: Request, record: RequestRecord, clock: Clock) -> None:
+        """Stream one request; fill ``record``; faults become ``record.error`` (never raised)."""
+        api = request.api or self.api
+        record.tag = record.tag or request.tag
+        record.expected_prompt_tokens = request.prompt_tokens
+        try:
+            payload = self._payload(request, api)
+        except (ValueError, TypeError) as e:
+            record.error = f"bad request: {e}"
+            return
+        url = self.base_url + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
+        session = await self._ensure_session()
+        events: list[tuple[int, bytes]] = []
+        try:
+            async with asyncio.timeout(self.timeout):
+                record.sent_ns = clock()
+                async with session.post(url, data=payload) as resp:
+                    if resp.status >= 400:
+                        body = (await resp.read()).decode("utf-8", "replace")
+                        body = " ".join(self._redact(body).split())
+                        if len(body) > _BODY_LIMIT:
+                            body = body[:_BODY_LIMIT] + "..."
+                        record.error = f"HTTP {resp.status}: {body}"
+                        return
+                    await _read_events(resp.content, events, clock, record)
+        except TimeoutError:
+            record.error = f"timeout: no complete answer within {self.timeout:g} s ({len(events)} events received)"
+        except aiohttp.ClientConnectorError as e:
+            cause = "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else "cannot connect"
+            record.error = f"{cause}: {e.host}:{e.port}"
+        except aiohttp.ClientPayloadError:
+            record.error = f"connection closed mid-stream: after {len(events)} events"
+        except aiohttp.ServerDisconnectedError:
+            record.error = f"connection closed mid-stream: server disconnected after {len(events)} events"
+        except aiohttp.ClientError as e:
+            record.error = self._redact(f"connection error: {type(e).__name__}: {e}")
+        if record.error is None or events:
+            _parse_events(events, record, api)
+
+
+async def _read_events(
+    content: aiohttp.StreamReader, events: list[tuple[int, bytes]], clock: Clock, record: RequestRecord
+) -> None:
+    """Read the body; stamp every read before touching it; split into SSE events."""
+    buf = b""
+    readany = content.readany
+    while True:
+        data = await readany()
+        t = clock()
+        if not data:
+            break
+        buf = buf + data if buf else data
+        if b"\r" in data:
+            buf = buf.replace(b"\r\n", b"\n")
+        start = 0
+        while True:
+            i = buf.find(b"\n\n", start)
+            if i < 0:
+                break
+            ev = buf[start:i]
+            start = i + 2
+            if ev == b"data: [DONE]" or ev == b"data:[DONE]":
+                record.end_ns = t
+                await _drain(content)
+                return
+            events.append((t, ev))
+        buf = buf[start:]
+    if buf.strip():
+        events.append((clock(), buf))
+
+
+async def _drain(content: aiohttp.StreamReader) -> None:
+    """Consume the body's end after [DONE] so that the connection can be reused."""
+    if not content.is_eof():
+        try:
+            await asyncio.wait_for(content.read(), 1.0)
+        except TimeoutError:
+            pass
+
+
+def _parse_events(events: list[tuple[int, bytes]], record: RequestRecord, api: str) -> None:
+    """Turn raw (arrival, event) pairs into chunks, counts, usage; set an error on bad streams."""
+    chunk_ns: list[int] = []
+    chunk_tokens: list[int] = []
+    exact = True  # every chunk's token count came from the server
+    cumulative = 0
+    usage_out: int | None = None
+    usage_in: int | None = None
+    finish: str | None = None
+    for t, ev in events:
+        data_lines = [ln[5:].lstrip(b" ") for ln in ev.split(b"\n") if ln.startswith(b"data:")]
+        if not data_lines:
+            if all(ln.startswith(b":") or ln.startswith((b"event:", b"id:", b"retry:")) or not ln.strip()
+                   for ln in ev.split(b"\n")):
+                continue  # comment / keep-alive
+            record.error = record.error or f"malformed SSE: event without data: {_short(ev)}"
+            break
+        raw = b"\n".join(data_lines)
+        if raw == b"[DONE]":
+            record.end_ns = record.end_ns or t
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            record.error = record.error or f"invalid JSON in SSE event: {_short(raw)}"
+            break
+        if not isinstance(obj, dict):
+            record.error = record.error or f"invalid JSON in SSE event: not an object: {_short(raw)}"
+            break
+        if "error" in obj and not obj.get("choices"):
+            err = obj["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            record.error = record.error or f"server error in stream: {_short(str(msg).encode())}"
+            break
+        usage = obj.get("usage")
+        cum: int | None = None
+        if isinstance(usage, dict):
+            if usage.get("completion_tokens") is not None:
+                cum = int(usage["completion_tokens"])
+            if usage.get("prompt_tokens") is not None:
+                usage_in = int(usage["prompt_tokens"])
+        has_text = False
+        for choice in obj.get("choices") or ():
+            if api == "chat":
+                delta = choice.get("delta") or {}
+                text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            else:
+                text = choice.get("text")
+            if text or choice.get("token_ids"):
+                has_text = True
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        if has_text:
+            chunk_ns.append(t)
+            if cum is not None and cum >= cumulative:
+                chunk_tokens.append(cum - cumulative)
+                cumulative = cum
+            else:
+                exact = False
+                chunk_tokens.append(1)
+        elif cum is not None:
+            usage_out = cum  # the final usage-only chunk
+        if cum is not None and has_text:
+            usage_out = cum
+    record.chunk_ns = chunk_ns
+    record.chunk_tokens = chunk_tokens
+    record.finish_reason = finish
+    record.prompt_tokens = usage_in
+    streamed = sum(chunk_tokens)
+    if usage_out is not None:
+        record.output_tokens = usage_out
+        record.token_count_source = "server"
+        # Without per-chunk counts, usage above the chunk count means multi-token chunks (the
+        # surplus per chunk is unknown, chunk_tokens stay 1 each); below it is impossible.
+        if record.error is None and (usage_out < len(chunk_ns) or (exact and usage_out != streamed)):
+            record.error = f"usage disagrees: usage says {usage_out} output tokens, stream carried {streamed}"
+    else:
+        record.output_tokens = streamed
+        record.token_count_source = "chunks"
+    if record.error is None:
+        if not chunk_ns:
+            done = "[DONE]" if record.end_ns is not None else "no [DONE]"
+            record.error = f"empty stream: no chunk carried output ({len(events)} events, {done})"
+        elif record.end_ns is None:
+            record.error = f"stream ended without [DONE]: after {len(events)} events"
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Flatten Prometheus text: ``{name[{labels}]: value}`` for counters and gauges.
+
+    Counter names lose ``_total`` (``_created`` samples are dropped); the ``model_name`` and
+    ``engine`` labels are summed over; other labels stay, sorted, as ``name{k="v",...}``.
+    Unparseable text gives ``{}``.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            if fam.type not in ("counter", "gauge", "unknown"):
+                continue
+            for s in fam.samples:
+                name = s.name
+                if name.endswith("_created"):
+                    continue
+                if fam.type != "gauge" and name.endswith("_total"):
+                    name = name[: -len("_total")]
+                labels = sorted((k, v) for k, v in s.labels.items() if k not in _SUMMED_LABELS)
+                if labels:
+                    name += "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+                out[name] = out.get(name, 0.0) + float(s.value)
+    except ValueError:
+        return {}
+    return out
+
+
+def _short(b: bytes, limit: int = 80) -> str:
+    s = " ".join(b.decode("utf-8", "replace").split())
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def create(name: str, args: Mapping[str, Any]) -> OpenAIEngine:
+    """Factory registered for kind ``openai``."""
+    return OpenAIEngine(name, args)

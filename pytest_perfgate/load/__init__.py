@@ -1,0 +1,1 @@
+"""Load generation: prompts, schedules, the runner, per-request records and derived metrics."""

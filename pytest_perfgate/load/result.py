@@ -1,0 +1,225 @@
+"""The outcome of one load run, and the metric data a gate takes from it (``perfgate_data``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import metrics as metric_names
+from ..samples import Proportion, SampleError, Samples, make_samples, single
+from . import metrics as m
+from .records import RequestRecord
+from .schedule import LoadConfig
+
+_TIME_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
+
+
+def error_cause(error: str) -> str:
+    """The cause of an error message: the text before the first ``": "``."""
+    return error.split(": ", 1)[0]
+
+
+@dataclass
+class RunResult:
+    """Records of one run with the counters around it. Implements ``MetricSource``."""
+
+    records: list[RequestRecord]
+    counters_before: dict[str, float] = field(default_factory=dict)
+    counters_after: dict[str, float] = field(default_factory=dict)
+    engine_info: dict[str, Any] = field(default_factory=dict)
+    config: LoadConfig | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    slos: dict[str, float] = field(default_factory=dict)  # goodput limits in seconds: ttft/tpot/e2e
+    gauges: list[dict[str, float]] = field(default_factory=list)  # gauge polls during the run
+    stopped_early: bool = False
+
+    # -- views ---------------------------------------------------------------------------------
+    @property
+    def measured(self) -> list[RequestRecord]:
+        return m.measured(self.records)
+
+    @property
+    def successful(self) -> list[RequestRecord]:
+        return m.successful(self.records)
+
+    def errors(self) -> Counter[str]:
+        """Failed measured requests by cause (``"HTTP 500"``, ``"timeout"``, ...)."""
+        return Counter(error_cause(r.error) for r in self.measured if r.error is not None)
+
+    def _why_empty(self) -> str:
+        n = len(self.measured)
+        if n == 0:
+            return "no measured requests (nothing was sent)"
+        errs = self.errors()
+        if errs:
+            return "no successful requests: " + ", ".join(f"{c} x {cause}" for cause, c in errs.most_common())
+        return f"no successful requests among {n}"
+
+    def _sequential(self) -> bool:
+        return self.config is not None and self.config.in_flight == 1
+
+    # -- MetricSource ----------------------------------------------------------------------------
+    def perfgate_data(self, metric: str) -> Samples | Proportion:
+        """Samples (time metrics in s, rates in tok/s or req/s) or a Proportion for ``metric``."""
+        desc = metric_names.lookup(metric)
+        if desc is None:
+            raise SampleError(f"{metric}: unknown metric (known: {', '.join(metric_names.known_names())})")
+        name = desc.name
+        if name == "error_rate":
+            if not self.measured:
+                raise SampleError(f"{name}: {self._why_empty()}")
+            return m.error_rate(self.records)
+        if name in _TIME_METRICS or name in ("decode_rate", "output_throughput", "request_throughput", "goodput"):
+            return self._from_records(name)
+        if name in ("acceptance_rate", "acceptance_length", "prefix_cache_hit_rate", "kv_cache_usage"):
+            return self._from_counters(name)
+        raise SampleError(f"{name}: not measured by a load run")
+
+    def _from_records(self, name: str) -> Samples:
+        ok = self.successful
+        if not ok and name != "queue_time":
+            raise SampleError(f"{name}: {self._why_empty()}")
+        if name == "ttft":
+            return _seconds(m.ttfts(ok), name)
+        if name == "e2e":
+            return _seconds(m.e2es(ok), name)
+        if name == "itl":
+            gaps, _ = m.itls(ok)
+            if not gaps:
+                raise SampleError(f"{name}: no request streamed more than one chunk")
+            return _seconds(gaps, name)
+        if name == "queue_time":
+            q = m.queue_times(self.records)
+            if not q:
+                raise SampleError(f"{name}: {self._why_empty() if not self.measured else 'no scheduled send times'}")
+            return _seconds(q, name)
+        if name == "tpot":
+            ex = m.tpots(ok)
+            if not ex.values:
+                raise SampleError(f"{name}: undefined for every request: {ex.reason}")
+            s = make_samples(np.asarray(ex.values) / 1e9, "s", label=name)
+            return dataclasses.replace(s, notes=(ex.reason,)) if ex.reason else s
+        if name == "decode_rate":
+            ex = m.decode_rates(ok)
+            if not ex.values:
+                raise SampleError(f"{name}: undefined for every request: {ex.reason}")
+            s = make_samples(ex.values, "tok/s", label=name)
+            return dataclasses.replace(s, notes=(ex.reason,)) if ex.reason else s
+        if name in ("output_throughput", "request_throughput") and self._sequential():
+            # One request at a time: a ratio of sums (tokens over busy seconds), resampled by pairs.
+            busy = [(r.end_ns or r.chunk_ns[-1]) - r.sent_ns for r in ok]
+            pairs = [(r, b) for r, b in zip(ok, busy, strict=True) if b > 0]
+            if not pairs:
+                raise SampleError(f"{name}: no request with a positive duration")
+            num = [m.output_tokens(r) if name == "output_throughput" else 1 for r, _ in pairs]
+            unit_name = "tok/s" if name == "output_throughput" else "req/s"
+            return make_samples(num, unit_name, label=name, denominators=[b / 1e9 for _, b in pairs])
+        if name == "output_throughput":
+            v = m.output_throughput(self.records)
+            return _single(v, "tok/s", name)
+        if name == "request_throughput":
+            return _single(m.request_throughput(self.records), "req/s", name)
+        # goodput
+        if not self.slos:
+            raise SampleError(f"{name}: needs SLO limits (RunResult.slos, e.g. {{'ttft': 0.2, 'tpot': 0.05}})")
+        return _single(m.goodput(self.records, self.slos), "req/s", name)
+
+    def _from_counters(self, name: str) -> Samples | Proportion:
+        b, a = self.counters_before, self.counters_after
+        if not a:
+            raise SampleError(f"{name}: the engine exposes no counters (no /metrics)")
+        if name == "acceptance_rate":
+            p = m.acceptance(b, a)
+            if p is None:
+                raise SampleError(f"{name}: no speculative-decoding counters ({m.ACCEPTED}, {m.DRAFT_TOKENS})")
+            if p.trials == 0:
+                raise SampleError(f"{name}: no draft tokens were proposed during the run")
+            return p
+        if name == "acceptance_length":
+            v = m.acceptance_length(b, a)
+            if v is None:
+                raise SampleError(f"{name}: no drafts during the run (or no {m.DRAFTS} counter)")
+            return single(v, label=name)
+        if name == "prefix_cache_hit_rate":
+            p = m.prefix_cache_hit_rate(b, a)
+            if p is None:
+                raise SampleError(f"{name}: no prefix-cache counters ({m.PREFIX_HITS}, {m.PREFIX_QUERIES})")
+            if p.trials == 0:
+                raise SampleError(f"{name}: no prefix-cache queries during the run")
+            return p
+        # kv_cache_usage: polled during the run when configured, else the snapshot after it
+        polled = [g[m.KV_USAGE] for g in self.gauges if m.KV_USAGE in g]
+        if polled:
+            return make_samples([100.0 * v for v in polled], "%", label=name)
+        if m.KV_USAGE not in a:
+            raise SampleError(f"{name}: no {m.KV_USAGE} gauge")
+        return make_samples([100.0 * a[m.KV_USAGE]], "%", label=name)
+
+    # -- reports -------------------------------------------------------------------------------
+    def summary(self) -> dict[str, dict[str, float]]:
+        """P50/P90/P99/mean (and n) per time metric in seconds, decode rate in tok/s, run rates."""
+        out: dict[str, dict[str, float]] = {}
+        for name in (*_TIME_METRICS, "decode_rate"):
+            try:
+                data = self.perfgate_data(name)
+            except SampleError:
+                continue
+            assert isinstance(data, Samples)
+            v = data.values
+            out[name] = {
+                "n": float(v.size), "mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
+                "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99)),
+            }
+        for name in ("output_throughput", "request_throughput"):
+            v2 = getattr(m, name)(self.records)
+            if v2 is not None:
+                out[name] = {"value": float(v2)}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: records (no prompt text), counters, engine info, config, errors, summary."""
+        return {
+            "engine": self.engine_info,
+            "config": self.config.to_dict() if self.config is not None else None,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "stopped_early": self.stopped_early,
+            "slos": dict(self.slos),
+            "counters_before": dict(self.counters_before),
+            "counters_after": dict(self.counters_after),
+            "errors": dict(self.errors()),
+            "summary": self.summary(),
+            "records": [dataclasses.asdict(r) for r in self.records],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        """Inverse of :meth:`to_dict` (summary and errors are recomputed)."""
+        cfg = data.get("config")
+        return cls(
+            records=[RequestRecord(**r) for r in data.get("records", [])],
+            counters_before=dict(data.get("counters_before", {})),
+            counters_after=dict(data.get("counters_after", {})),
+            engine_info=dict(data.get("engine", {})),
+            config=LoadConfig(**cfg) if cfg else None,
+            start_ns=int(data.get("start_ns", 0)),
+            end_ns=int(data.get("end_ns", 0)),
+            slos=dict(data.get("slos", {})),
+            stopped_early=bool(data.get("stopped_early", False)),
+        )
+
+
+def _seconds(values_ns: list[int], name: str) -> Samples:
+    return make_samples(np.asarray(values_ns, dtype=np.float64) / 1e9, "s", label=name)
+
+
+def _single(v: float | None, unit_name: str, name: str) -> Samples:
+    if v is None:
+        raise SampleError(f"{name}: the run has no duration (no request was sent and answered)")
+    return single(v, unit_name, label=name)

@@ -1,0 +1,163 @@
+"""Send requests to an engine under a :class:`LoadConfig` and collect a :class:`RunResult`.
+
+Order of a run: warm-up requests (sequential, recorded with ``warmup=True`` and excluded from
+metrics), counter snapshot, the measured requests (closed loop for ``sequential``/``concurrency``,
+the precomputed open-loop schedule for ``poisson``/``gamma``), counter snapshot. Budgets: no new
+request after ``num_requests`` or ``max_seconds`` (in-flight requests finish under the engine's
+own per-request timeout). ``stop(partial_result) -> bool`` is asked after each finished request
+(sequential sampling: stop as soon as the verdict is decided); it runs on the engine loop, so keep
+it cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ..engines.base import Engine, run_sync
+from .records import Request, RequestRecord
+from .result import RunResult
+from .schedule import LoadConfig, send_offsets_ns
+
+Progress = Callable[[int, int, float], None]
+Stop = Callable[[RunResult], bool]
+clock = time.perf_counter_ns
+
+
+def run_load(
+    engine: Engine,
+    requests: Sequence[Request],
+    config: LoadConfig,
+    progress: Progress | None = None,
+    stop: Stop | None = None,
+    *,
+    slos: Mapping[str, float] | None = None,
+) -> RunResult:
+    """Run ``config`` against ``engine`` (requests cycle if fewer than needed); blocks until done."""
+    if not requests:
+        raise ValueError("run_load: no requests to send")
+    info = engine.info()
+    result = run_sync(_Run(engine, requests, config, progress, stop).run())
+    result.engine_info = info
+    result.slos = dict(slos or {})
+    return result
+
+
+class _Run:
+    def __init__(
+        self, engine: Engine, requests: Sequence[Request], config: LoadConfig,
+        progress: Progress | None, stop: Stop | None,
+    ) -> None:
+        self.engine, self.requests, self.config = engine, requests, config
+        self.progress, self.stop_fn = progress, stop
+        self.records: list[RequestRecord] = []
+        self.done: list[RequestRecord] = []
+        self.stopped = False
+        self.start_ns = 0
+        self.deadline_ns: int | None = None
+        self.gauges: list[dict[str, float]] = []
+
+    def _request(self, i: int) -> Request:
+        return self.requests[i % len(self.requests)]
+
+    def _budget_left(self) -> bool:
+        return not self.stopped and (self.deadline_ns is None or clock() < self.deadline_ns)
+
+    async def _one(self, i: int, scheduled_ns: int | None, warmup: bool = False) -> RequestRecord:
+        req = self._request(i)
+        rec = RequestRecord(index=i, tag=req.tag, scheduled_ns=scheduled_ns, warmup=warmup,
+                            expected_prompt_tokens=req.prompt_tokens)
+        self.records.append(rec)
+        try:
+            await self.engine.generate(req, rec, clock)
+        except Exception as e:  # the protocol says never raise; a broken engine must not end the run
+            rec.error = f"engine raised: {type(e).__name__}: {e}"
+        if not warmup:
+            self._finished(rec)
+        return rec
+
+    def _finished(self, rec: RequestRecord) -> None:
+        self.done.append(rec)
+        if self.progress is not None:
+            self.progress(len(self.done), self.config.num_requests, (clock() - self.start_ns) / 1e9)
+        if self.stop_fn is not None and not self.stopped:
+            partial = RunResult(records=list(self.done), config=self.config, start_ns=self.start_ns)
+            if self.stop_fn(partial):
+                self.stopped = True
+
+    async def _counters(self) -> dict[str, float]:
+        try:
+            return dict(await self.engine.counters())
+        except Exception:
+            return {}
+
+    async def _poll_gauges(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            snap = await self._counters()
+            if snap:
+                self.gauges.append(snap)
+
+    async def run(self) -> RunResult:
+        cfg = self.config
+        # warm-up records take indices -1, -2, ... (requests from the end of the list)
+        for w in range(cfg.warmup):
+            await self._one(-(w + 1), None, warmup=True)
+        before = await self._counters()
+        self.start_ns = clock()
+        if cfg.max_seconds is not None:
+            self.deadline_ns = self.start_ns + int(cfg.max_seconds * 1e9)
+        poller = asyncio.create_task(self._poll_gauges(cfg.gauge_interval)) if cfg.gauge_interval else None
+        try:
+            if cfg.open_loop:
+                await self._open_loop()
+            else:
+                await self._closed_loop(cfg.in_flight or 1)
+        finally:
+            if poller is not None:
+                poller.cancel()
+        end_ns = clock()
+        after = await self._counters()
+        return RunResult(
+            records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
+            counters_before=before, counters_after=after, config=cfg,
+            start_ns=self.start_ns, end_ns=end_ns, gauges=self.gauges, stopped_early=self.stopped,
+        )
+
+    async def _closed_loop(self, workers: int) -> None:
+        next_i = 0
+        n = self.config.num_requests
+
+        async def worker() -> None:
+            nonlocal next_i
+            while next_i < n and self._budget_left():
+                i = next_i
+                next_i += 1
+                await self._one(i, clock())
+
+        await asyncio.gather(*(worker() for _ in range(min(workers, n))))
+
+    async def _open_loop(self) -> None:
+        offsets = send_offsets_ns(self.config)
+        assert offsets is not None
+        cap = self.config.concurrency
+        sem = asyncio.Semaphore(cap) if cap else None
+        tasks: list[asyncio.Task[RequestRecord]] = []
+
+        async def send(i: int, at: int) -> RequestRecord:
+            if sem is None:
+                return await self._one(i, at)
+            async with sem:
+                return await self._one(i, at)
+
+        for i, off in enumerate(offsets.tolist()):
+            at = self.start_ns + int(off)
+            delay = at - clock()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            if not self._budget_left():
+                break
+            tasks.append(asyncio.create_task(send(i, at)))
+        if tasks:
+            await asyncio.gather(*tasks)

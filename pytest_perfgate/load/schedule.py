@@ -1,0 +1,92 @@
+"""Load configuration and precomputed, seeded send schedules.
+
+Modes:
+
+* ``sequential``: one request at a time (closed loop, concurrency 1);
+* ``concurrency``: ``concurrency`` requests in flight (closed loop: a new one as one finishes);
+* ``poisson``: open loop at ``rate`` req/s, exponential gaps;
+* ``gamma``: open loop at ``rate`` req/s, gamma gaps of shape ``burstiness`` (1 = Poisson, < 1
+  burstier, > 1 more regular; vLLM bench's convention). ``concurrency`` caps requests in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Mode = Literal["sequential", "concurrency", "poisson", "gamma"]
+MODES: tuple[str, ...] = ("sequential", "concurrency", "poisson", "gamma")
+
+
+class LoadConfigError(ValueError):
+    """A load configuration that cannot be run."""
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """How to send requests: mode, level, budgets (requests and seconds), warm-up, seed."""
+
+    mode: Mode = "sequential"
+    concurrency: int | None = None  # closed loop: in flight; open loop: cap (None = no cap)
+    rate: float | None = None  # req/s for poisson/gamma
+    burstiness: float = 1.0  # gamma shape
+    num_requests: int = 100  # request budget (measured requests, warm-up not included)
+    max_seconds: float | None = None  # time budget: no new request after this many seconds
+    warmup: int = 0  # warm-up requests sent (sequentially) before the measured run
+    seed: int = 0
+    gauge_interval: float | None = None  # seconds between gauge polls during the run (None: off)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise LoadConfigError(f"load mode {self.mode!r} unknown (known: {', '.join(MODES)})")
+        if self.num_requests < 1:
+            raise LoadConfigError(f"num_requests must be >= 1, got {self.num_requests}")
+        if self.warmup < 0:
+            raise LoadConfigError(f"warmup must be >= 0, got {self.warmup}")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise LoadConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.mode == "concurrency" and self.concurrency is None:
+            raise LoadConfigError("mode 'concurrency' needs concurrency = N")
+        if self.mode in ("poisson", "gamma"):
+            if self.rate is None or not self.rate > 0 or not np.isfinite(self.rate):
+                raise LoadConfigError(f"mode {self.mode!r} needs rate > 0 (requests per second), got {self.rate}")
+        if not self.burstiness > 0:
+            raise LoadConfigError(f"burstiness must be > 0, got {self.burstiness}")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise LoadConfigError(f"max_seconds must be > 0, got {self.max_seconds}")
+        if self.gauge_interval is not None and not self.gauge_interval > 0:
+            raise LoadConfigError(f"gauge_interval must be > 0, got {self.gauge_interval}")
+
+    @property
+    def open_loop(self) -> bool:
+        return self.mode in ("poisson", "gamma")
+
+    @property
+    def in_flight(self) -> int | None:
+        """Requests in flight at most (None: unbounded open loop)."""
+        if self.mode == "sequential":
+            return 1
+        return self.concurrency
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def send_offsets_ns(config: LoadConfig, n: int | None = None) -> npt.NDArray[np.int64] | None:
+    """Send times (ns after the run's start) of the measured requests; None for closed loops.
+
+    The first request goes at 0; gaps are gamma(shape=burstiness, scale=1/(rate*burstiness)),
+    i.e. exponential for Poisson, drawn from ``numpy.random.default_rng(seed)``.
+    """
+    if not config.open_loop:
+        return None
+    n = config.num_requests if n is None else n
+    assert config.rate is not None
+    shape = 1.0 if config.mode == "poisson" else config.burstiness
+    rng = np.random.default_rng(config.seed)
+    gaps = rng.gamma(shape, 1.0 / (config.rate * shape), size=max(n - 1, 0))
+    offsets = np.concatenate([[0.0], np.cumsum(gaps)]) * 1e9
+    return np.asarray(np.round(offsets), dtype=np.int64)[:n]
