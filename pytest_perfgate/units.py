@@ -116,7 +116,9 @@ def format_value(base: float, u: Unit, digits: int = 3) -> str:
         return "n/a"
     if math.isinf(base):
         return ("-" if base < 0 else "") + "inf" + (f" {u.name}" if u.name else "")
-    v = base / u.factor
+    v = base * 100.0 if u.name == "%" else base / u.factor
+    if not math.isfinite(v):
+        return ("-" if v < 0 else "") + "inf" + (f" {u.name}" if u.name else "")
     if v == 0:
         text = "0"
     else:

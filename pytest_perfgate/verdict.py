@@ -294,7 +294,7 @@ def _point(st_kind: str, q: float | None, d: Data) -> float:
         return d.successes / d.trials if d.trials else math.nan
     if d.denominators is not None:
         return float(d.values.sum() / d.denominators.sum())
-    if st_kind == "quantile":
+    if st_kind == "quantile" and q is not None:
         return float(np.quantile(d.values, q))
     return float(np.mean(d.values))
 

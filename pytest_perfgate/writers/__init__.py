@@ -1,0 +1,342 @@
+"""Report writers: the decision document rendered as JUnit XML, Markdown and HTML.
+
+Every writer reads the decision document exactly as stored in ``perfgate-results/decisions.json``
+(see :mod:`pytest_perfgate.decisions`) and writes one file into an output directory, atomically.
+No pytest imports: writers are usable from plain Python::
+
+    from pytest_perfgate.writers import write_all
+    write_all(json.loads(Path("perfgate-results/decisions.json").read_text()), Path("perfgate-results"))
+
+A writer is anything with ``name``, ``filename`` and ``write(doc, out_dir, *, phases, inconclusive)``
+(:class:`Writer`). The built-in ones are registered lazily in :data:`WRITERS` (their modules are
+imported on first use); :func:`register` adds more, :func:`get` looks one up by name.
+
+This module also holds the small helpers the writers share: :func:`atomic_write_text`,
+:func:`clean_text` (characters illegal in XML 1.0 / HTML made visible), phase selection, test-case
+naming and the texts shown for a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "WRITERS",
+    "Writer",
+    "WriterError",
+    "atomic_write_text",
+    "clean_text",
+    "get",
+    "names",
+    "register",
+    "write_all",
+]
+
+
+@runtime_checkable
+class Writer(Protocol):
+    """Renders the decision document into one file ``out_dir / filename``."""
+
+    @property
+    def name(self) -> str:
+        """Registry name, e.g. ``"junit"``."""
+        ...
+
+    @property
+    def filename(self) -> str:
+        """File written into the output directory, e.g. ``"gates.xml"``."""
+        ...
+
+    def write(
+        self,
+        doc: Mapping[str, Any],
+        out_dir: Path,
+        *,
+        phases: list[str] | None = None,
+        inconclusive: str = "fail",
+    ) -> Path:
+        """Write the report and return its path.
+
+        ``phases``: only these phases (in document order); ``None`` for all.
+        ``inconclusive``: ``"fail"`` to treat inconclusive gates as failures, anything else
+        (``"warn"``) to report them as skipped/warnings.
+        """
+        ...
+
+
+class WriterError(RuntimeError):
+    """One or more writers failed in :func:`write_all`; ``written`` holds the files that were written."""
+
+    def __init__(self, message: str, written: list[Path]) -> None:
+        super().__init__(message)
+        self.written = written
+
+
+def _junit() -> Writer:
+    from .junit import JUnitWriter
+
+    return JUnitWriter()
+
+
+def _markdown() -> Writer:
+    from .markdown import MarkdownWriter
+
+    return MarkdownWriter()
+
+
+def _html() -> Writer:
+    from .html import HtmlWriter
+
+    return HtmlWriter()
+
+
+WRITERS: dict[str, Callable[[], Writer]] = {"junit": _junit, "markdown": _markdown, "html": _html}
+"""Registry: writer name -> factory (built-in writers import their module only when created)."""
+
+
+def register(name: str, factory: Callable[[], Writer]) -> None:
+    """Add (or replace) a writer under ``name``."""
+    WRITERS[name] = factory
+
+
+def names() -> list[str]:
+    """The registered writer names, sorted."""
+    return sorted(WRITERS)
+
+
+def get(name: str) -> Writer:
+    """A writer instance by name; the error lists the available writers."""
+    try:
+        factory = WRITERS[name]
+    except KeyError:
+        raise ValueError(f"unknown report writer {name!r} (available: {', '.join(names())})") from None
+    return factory()
+
+
+def write_all(
+    doc: Mapping[str, Any],
+    out_dir: Path,
+    *,
+    writers: Iterable[str] | None = None,
+    phases: list[str] | None = None,
+    inconclusive: str = "fail",
+) -> list[Path]:
+    """Run the named writers (all registered ones by default) and return the files written.
+
+    Every writer is attempted even if an earlier one fails; failures are then raised together as
+    :class:`WriterError`. Unknown names raise :class:`ValueError` before anything is written.
+    """
+    chosen = [get(n) for n in (list(writers) if writers is not None else names())]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    errors: list[str] = []
+    first: BaseException | None = None
+    for w in chosen:
+        try:
+            written.append(w.write(doc, out_dir, phases=phases, inconclusive=inconclusive))
+        except Exception as e:  # keep writing the other reports
+            errors.append(f"{w.name} ({w.filename}): {type(e).__name__}: {e}")
+            first = first or e
+    if errors:
+        raise WriterError("report writers failed: " + "; ".join(errors), written) from first
+    return written
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically: temp file in the same directory, fsync, replace.
+
+    A reader sees either the old file or the complete new one, never a partial write.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+# ---------------------------------------------------------------- text shared by the writers
+
+# Not allowed in XML 1.0 (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/U+FFFF), plus the
+# C1 controls, which are legal XML but parse errors in HTML. Shown as "#xNN" like pytest's junitxml.
+_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _visible(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"#x{code:02X}" if code <= 0xFF else f"#x{code:04X}"
+
+
+def clean_text(value: object) -> str:
+    """``value`` as text that is legal in XML 1.0 and HTML and encodable as UTF-8.
+
+    ``None`` becomes ``""``; illegal characters are replaced by a visible ``#xNN`` marker.
+    """
+    if value is None:
+        return ""
+    return _ILLEGAL.sub(_visible, value if isinstance(value, str) else str(value))
+
+
+PHASE_LABELS = {
+    "passed": "PASSED",
+    "failed": "FAILED",
+    "fallback": "FALLBACK",
+    "inconclusive": "INCONCLUSIVE",
+    "not run": "NOT RUN",
+}
+
+METHOD_NOTES = {
+    "order-statistic": "percentiles: exact distribution-free order-statistic bounds "
+    "(the pass rule is MLPerf LoadGen's early-stopping criterion)",
+    "clopper-pearson": "rates and proportions: exact Clopper-Pearson bounds",
+    "t": "means: Student-t bounds",
+    "bootstrap": "comparisons of two runs (ratio, difference, reduction) and ratio metrics: "
+    "percentile bootstrap with a fixed seed per gate",
+    "single": "a single measurement: no confidence interval, the value itself is compared",
+}
+
+BOUNDS_NOTE = (
+    "Bounds are one-sided at the stated confidence level: a max gate passes when the upper bound is "
+    "below the threshold and fails when the lower bound is above it; a min gate mirrors this. "
+    "Anything else is inconclusive: the data cannot decide at that confidence (more samples may)."
+)
+
+
+def phase_label(outcome: object) -> str:
+    """``"PASSED"``, ``"FAILED"``, ... for a phase outcome."""
+    text = clean_text(outcome)
+    return PHASE_LABELS.get(text, text.upper() or "UNKNOWN")
+
+
+def select_phases(doc: Mapping[str, Any], phases: Sequence[str] | None) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(name, entry)`` of the phases to report, in document order (``None``: all)."""
+    table = doc.get("phases")
+    if not isinstance(table, Mapping):
+        return []
+    wanted = None if phases is None else set(phases)
+    return [
+        (str(name), entry)
+        for name, entry in table.items()
+        if isinstance(entry, Mapping) and (wanted is None or name in wanted)
+    ]
+
+
+def verdicts_of(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The verdict dicts of a phase entry (anything malformed left out)."""
+    vs = entry.get("verdicts")
+    return [v for v in vs if isinstance(v, Mapping)] if isinstance(vs, list) else []
+
+
+def strings(value: object) -> list[str]:
+    """A list of strings from a JSON value that should be one (``None`` -> ``[]``)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [clean_text(x) for x in value]
+    return [clean_text(value)]
+
+
+def case_names(verdicts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One name per verdict: the gate name, ``"gate[2]"``, ``"gate[3]"`` for repeated checks."""
+    seen: dict[str, int] = {}
+    out = []
+    for v in verdicts:
+        gate = clean_text(v.get("gate")) or "(unnamed gate)"
+        seen[gate] = seen.get(gate, 0) + 1
+        out.append(gate if seen[gate] == 1 else f"{gate}[{seen[gate]}]")
+    return out
+
+
+def number(value: object) -> float | None:
+    """``value`` as a finite float, else ``None`` (booleans and strings are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    x = float(value)
+    return x if math.isfinite(x) else None
+
+
+def shown(v: Mapping[str, Any], key: str) -> str:
+    """The formatted value ``display[key]`` of a verdict (``"n/a"`` when there is none)."""
+    disp = v.get("display")
+    if isinstance(disp, Mapping) and isinstance(disp.get(key), str):
+        return clean_text(disp[key])
+    x = number(v.get(key))
+    if x is None:
+        return "n/a"
+    u = clean_text(v.get("unit"))
+    return f"{x:.4g} {u}".strip()
+
+
+def metric_text(v: Mapping[str, Any]) -> str:
+    """``"ttft p99"`` or ``"ratio of output_throughput mean"``."""
+    metric = clean_text(v.get("metric"))
+    if v.get("compare"):
+        metric = f"{clean_text(v.get('compare'))} of {metric}"
+    stat = clean_text(v.get("statistic"))
+    return f"{metric} {stat}".strip()
+
+
+def threshold_text(v: Mapping[str, Any]) -> str:
+    """``"max 150 ms"``, ``"min 70%"`` or ``"recorded"`` (no threshold)."""
+    direction = clean_text(v.get("direction"))
+    if direction and v.get("threshold") is not None:
+        return f"{direction} {shown(v, 'threshold')}"
+    return "recorded"
+
+
+def baseline_text(v: Mapping[str, Any]) -> str:
+    """The formatted baseline and the relative improvement, or ``""`` when there is no baseline."""
+    if v.get("baseline") is None:
+        return ""
+    text = shown(v, "baseline")
+    imp = number(v.get("improvement"))
+    if imp is not None:
+        text += f" ({imp * 100:+.0f}% better)"
+    return text
+
+
+def outcome_text(v: Mapping[str, Any]) -> str:
+    """The verdict outcome with the band and the samples needed when inconclusive."""
+    text = clean_text(v.get("outcome")) or "unknown"
+    if v.get("band"):
+        text += f" (band: {clean_text(v.get('band'))})"
+    needed = number(v.get("needed"))
+    n = number(v.get("n"))
+    if text.startswith("inconclusive") and needed:
+        more = f", {max(0, int(needed) - int(n))} more" if n is not None else ""
+        text += f" (need >= {int(needed)} samples{more})"
+    return text
+
+
+def fallback_info(doc: Mapping[str, Any], name: str) -> dict[str, str]:
+    """``{"title", "cost", "doc"}`` of a fallback plan (empty strings when it isn't described)."""
+    table = doc.get("fallbacks")
+    info = table.get(name) if isinstance(table, Mapping) else None
+    if not isinstance(info, Mapping):
+        info = {}
+    return {k: clean_text(info.get(k)) for k in ("title", "cost", "doc")}
+
+
+def is_url(text: str) -> bool:
+    """An absolute http(s) URL without whitespace or characters that would need quoting in markup."""
+    return bool(re.fullmatch(r"https?://[^\s<>\"'`\\]+", text))

@@ -1,0 +1,191 @@
+"""``summary.md``: the decision document as GitHub-flavoured Markdown (for ``$GITHUB_STEP_SUMMARY``).
+
+Per phase: a heading with the outcome (PASSED / FAILED / FALLBACK / INCONCLUSIVE / NOT RUN), the gate
+table, the triggered fallback plans and the fallback tests; at the end, notes on the statistics.
+
+Text from the document is escaped: Markdown punctuation and ``<``/``&`` are backslash-escaped (so no
+HTML or links can be injected), ``|`` cannot split a table cell and newlines cannot end one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from . import (
+    BOUNDS_NOTE,
+    METHOD_NOTES,
+    atomic_write_text,
+    baseline_text,
+    case_names,
+    clean_text,
+    fallback_info,
+    is_url,
+    metric_text,
+    number,
+    outcome_text,
+    phase_label,
+    select_phases,
+    shown,
+    strings,
+    threshold_text,
+    verdicts_of,
+)
+
+_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~!#])")
+_NEWLINES = re.compile(r"\r\n|\r|\n")
+
+
+def md(value: object, *, cell: bool = False) -> str:
+    """Escape ``value`` for inline Markdown; ``cell=True`` keeps line breaks as ``<br>`` in a table cell."""
+    text = _SPECIAL.sub(r"\\\1", clean_text(value))
+    return _NEWLINES.sub("<br>" if cell else " ", text)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c if c else "-" for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [_row(header), "|" + "|".join("---" for _ in header) + "|", *(_row(r) for r in rows)]
+
+
+def _doc_link(doc: str) -> str:
+    return f"<{doc}>" if is_url(doc) else md(doc)
+
+
+def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconclusive: str) -> list[str]:
+    title = clean_text(entry.get("title"))
+    head = f"## Phase {md(phase)}" + (f": {md(title)}" if title else "") + f" - {md(phase_label(entry.get('outcome')))}"
+    out = [head, ""]
+    meta = []
+    if entry.get("run_id"):
+        meta.append(f"run {md(entry.get('run_id'))}")
+    if entry.get("git_commit"):
+        meta.append(f"commit {md(str(entry.get('git_commit'))[:12])}")
+    if entry.get("timestamp"):
+        meta.append(md(entry.get("timestamp")))
+    if entry.get("thresholds_file"):
+        sha = clean_text(entry.get("thresholds_sha256"))[:12]
+        meta.append(f"thresholds {md(entry.get('thresholds_file'))}" + (f" (sha256 {md(sha)})" if sha else ""))
+    conf = number(entry.get("confidence"))
+    if conf is not None:
+        meta.append(f"confidence {conf * 100:g}%")
+    deps = strings(entry.get("depends_on"))
+    if deps:
+        meta.append("depends on " + ", ".join(md(d) for d in deps))
+    if meta:
+        out += [" · ".join(meta), ""]
+
+    vs = verdicts_of(entry)
+    if vs:
+        rows = []
+        for name, v in zip(case_names(vs), vs, strict=True):
+            fbs = strings(v.get("fallbacks"))
+            failed = v.get("outcome") == "fail"
+            fb = ", ".join(md(f) + (" (triggered)" if failed else "") for f in fbs)
+            rows.append([
+                md(name, cell=True),
+                md(metric_text(v), cell=True),
+                md(shown(v, "observed"), cell=True),
+                md(v.get("ci"), cell=True),
+                md(threshold_text(v), cell=True),
+                md(baseline_text(v), cell=True),
+                md(outcome_text(v), cell=True),
+                fb,
+            ])
+        out += _table(["gate", "metric", "observed", "CI", "threshold", "baseline", "outcome", "fallback"], rows)
+        out.append("")
+        notes = [(name, v) for name, v in zip(case_names(vs), vs, strict=True) if v.get("outcome") not in ("pass", "recorded")]
+        if notes:
+            out += [f"- {md(v.get('summary') or name)}" for name, v in notes]
+            out.append("")
+        if inconclusive != "fail" and any(v.get("outcome") == "inconclusive" for v in vs):
+            out += ["Inconclusive gates are reported as warnings in this run, not as failures.", ""]
+    else:
+        out += ["No gate of this phase was checked in this run.", ""]
+    missing = strings(entry.get("not_evaluated"))
+    if missing:
+        out += ["Not evaluated in this run: " + ", ".join(md(g) for g in missing), ""]
+
+    triggered = strings(entry.get("triggered_fallbacks"))
+    if triggered:
+        out += ["### Triggered fallbacks", ""]
+        for name in triggered:
+            info = fallback_info(doc, name)
+            line = f"- **{md(name)}**"
+            if info["title"]:
+                line += f": {md(info['title'])}"
+            if info["cost"]:
+                line += f" (cost: {md(info['cost'])})"
+            if info["doc"]:
+                line += f", see {_doc_link(info['doc'])}"
+            if not any(info.values()):
+                line += " (not described in thresholds.toml)"
+            out.append(line)
+        out.append("")
+
+    fts = [ft for ft in entry.get("fallback_tests") or [] if isinstance(ft, Mapping)]
+    if fts:
+        out += ["### Fallback tests", ""]
+        out += _table(
+            ["test", "fallback", "outcome", "reason"],
+            [[md(ft.get(k), cell=True) for k in ("test", "fallback", "outcome", "reason")] for ft in fts],
+        )
+        out.append("")
+    return out
+
+
+def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> str:
+    """``summary.md`` as text."""
+    selected = select_phases(doc, phases)
+    out = ["# Performance gates", ""]
+    if doc.get("updated"):
+        out += [f"Decision record updated {md(doc.get('updated'))}.", ""]
+    if not selected:
+        out += ["No phase results recorded.", ""]
+        return "\n".join(out)
+    rows = []
+    for phase, entry in selected:
+        vs = verdicts_of(entry)
+        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("pass", "fail", "inconclusive", "recorded")}
+        gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
+        rows.append([md(phase, cell=True), md(entry.get("title"), cell=True), md(phase_label(entry.get("outcome")), cell=True), gates])
+    out += _table(["phase", "title", "outcome", "gates"], rows)
+    out.append("")
+    methods: list[str] = []
+    for phase, entry in selected:
+        out += _phase(doc, phase, entry, inconclusive)
+        for v in verdicts_of(entry):
+            m = clean_text(v.get("method"))
+            if m and m not in methods:
+                methods.append(m)
+    out += ["### Notes on the statistics", "", f"- {BOUNDS_NOTE}"]
+    for m in methods:
+        out.append(f"- {md(m)}: {METHOD_NOTES[m]}" if m in METHOD_NOTES else f"- {md(m)}")
+    if inconclusive == "fail":
+        out.append("- Inconclusive gates fail the run (`--perfgate-inconclusive=fail`).")
+    else:
+        out.append(f"- Inconclusive gates only warn (inconclusive = {md(inconclusive)}).")
+    out.append("")
+    return "\n".join(out)
+
+
+class MarkdownWriter:
+    """Writes ``summary.md``."""
+
+    name = "markdown"
+    filename = "summary.md"
+
+    def write(
+        self,
+        doc: Mapping[str, Any],
+        out_dir: Path,
+        *,
+        phases: list[str] | None = None,
+        inconclusive: str = "fail",
+    ) -> Path:
+        """Write ``out_dir / summary.md`` atomically and return its path."""
+        return atomic_write_text(Path(out_dir) / self.filename, render(doc, phases=phases, inconclusive=inconclusive))

@@ -1,0 +1,320 @@
+"""gates.xml: validated against the bundled JUnit XSD and read back with junitparser."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import xmlschema
+from junitparser import Failure, JUnitXml, Properties, Skipped, TestCase, TestSuite
+
+from pytest_perfgate import writers
+from pytest_perfgate.units import format_value, unit
+from pytest_perfgate.writers import junit
+
+HOSTILE = "</script><img src=x onerror=alert(1)> ]]> & \"quote' \x00\x07\x1b[31m \ud800 \udfff \ufffe end"
+
+
+def verdict(
+    gate: str = "long_context_ttft",
+    outcome: str = "pass",
+    *,
+    phase: str = "phase1",
+    metric: str = "ttft",
+    statistic: str = "p99",
+    observed: float | None = 0.120,
+    lower: float | None = 0.110,
+    upper: float | None = 0.131,
+    threshold: float | None = 0.150,
+    direction: str | None = "max",
+    baseline: float | None = 0.320,
+    n: int = 500,
+    method: str = "order-statistic",
+    unit_name: str = "ms",
+    fallbacks: tuple[str, ...] = (),
+    band: str | None = None,
+    needed: int | None = None,
+    note: str = "",
+    test: str = "perf_tests/test_phase1.py::test_ttft",
+) -> dict[str, Any]:
+    """A verdict dict shaped like ``Verdict.to_dict()`` plus ``test``."""
+    u = unit(unit_name)
+
+    def fmt(x: float | None) -> str:
+        return "n/a" if x is None else format_value(x, u)
+
+    imp = None if not baseline or observed is None else (baseline - observed) / abs(baseline)
+    if imp is not None and direction == "min":
+        imp = -imp
+    ci = "single measurement" if method == "single" else f"95% CI {fmt(lower)} - {fmt(upper)}, n={n}"
+    return {
+        "gate": gate, "phase": phase, "outcome": outcome, "metric": metric, "statistic": statistic,
+        "observed": observed, "lower": lower, "upper": upper, "n": n, "confidence": 0.95, "method": method,
+        "unit": unit_name, "direction": direction, "threshold": threshold, "baseline": baseline,
+        "needed": needed, "fallbacks": list(fallbacks), "band": band, "compare": None, "note": note,
+        "details": {}, "improvement": imp, "ci": ci,
+        "summary": f"gate {gate}: {metric} {statistic} = {fmt(observed)} ({ci}) {outcome}",
+        "display": {k: fmt(v) for k, v in
+                    (("observed", observed), ("lower", lower), ("upper", upper),
+                     ("threshold", threshold), ("baseline", baseline))},
+        "test": test,
+    }
+
+
+def phase_entry(name: str, verdicts: list[dict[str, Any]], *, outcome: str = "passed", **extra: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "phase": name, "title": f"title of {name}", "depends_on": [], "outcome": outcome,
+        "timestamp": "2024-07-01T12:00:00+00:00", "git_commit": "0123456789abcdef0123456789abcdef01234567",
+        "thresholds_file": "/repo/thresholds.toml", "thresholds_sha256": "ab" * 32,
+        "run_id": "20240701T120000Z-abcdef", "confidence": 0.95, "verdicts": verdicts,
+        "triggered_fallbacks": sorted({f for v in verdicts if v["outcome"] == "fail" for f in v["fallbacks"]}),
+        "fallback_tests": [], "not_evaluated": [],
+    }
+    entry.update(extra)
+    return entry
+
+
+FALLBACKS = {
+    "tiered_kv_cache": {"title": "Tiered KV cache", "cost": "page swap 30-50 ms", "doc": "docs/fallbacks.md#plan-a"},
+    "sequence_parallel": {"title": "Sequence parallelism", "cost": "high complexity", "doc": "https://example.org/sp"},
+}
+
+
+def make_doc() -> dict[str, Any]:
+    p1 = [
+        verdict("long_context_ttft", "fail", observed=0.212, lower=0.2, upper=0.23,
+                fallbacks=("tiered_kv_cache", "sequence_parallel")),
+        verdict("acceptance_rate", "pass", metric="acceptance_rate", statistic="rate", observed=0.82,
+                lower=0.78, upper=0.85, threshold=0.7, direction="min", baseline=None, unit_name="%",
+                method="clopper-pearson", band="large gain", fallbacks=("tiered_kv_cache",)),
+        verdict("spec_throughput", "inconclusive", metric="output_throughput", statistic="mean",
+                observed=0.81, lower=0.74, upper=0.88, threshold=0.8, direction="min", baseline=None,
+                unit_name="", method="bootstrap", needed=1200, n=100),
+        verdict("ttft_p50", "recorded", statistic="p50", threshold=None, direction=None, baseline=None,
+                lower=None, upper=None),
+        verdict("long_context_ttft", "pass", test="perf_tests/test_phase1.py::test_ttft_again"),
+    ]
+    p2 = [verdict("mm_throughput", "pass", phase="phase2", metric="output_throughput", statistic="value",
+                  observed=31.0, lower=31.0, upper=31.0, threshold=30.0, direction="min", baseline=15.0,
+                  unit_name="tok/s", method="single", n=1)]
+    return {
+        "schema": "pytest-perfgate/decisions/1",
+        "updated": "2024-07-01T12:00:00+00:00",
+        "fallbacks": FALLBACKS,
+        "phases": {
+            "phase1": phase_entry(
+                "phase1", p1, outcome="failed", not_evaluated=["tpot_p99"],
+                fallback_tests=[{"test": "perf_tests/test_fb.py::test_tiered", "fallback": "tiered_kv_cache",
+                                 "outcome": "failed", "reason": "ttft 180 ms"}],
+            ),
+            "phase2": phase_entry("phase2", p2, depends_on=["phase1"]),
+            "phase3": phase_entry("phase3", [], outcome="not run", not_evaluated=["cross_node_p99"]),
+        },
+    }
+
+
+def validate(path: Path) -> None:
+    xmlschema.XMLSchema(junit.SCHEMA_PATH).validate(str(path))
+
+
+def suites(path: Path) -> dict[str, TestSuite]:
+    xml = JUnitXml.fromfile(str(path))
+    return {s.name: s for s in xml}
+
+
+def props_of(case: TestCase) -> dict[str, str]:
+    props = case.child(Properties)  # type: ignore[no-untyped-call]
+    assert props is not None, f"{case.name} has no properties"
+    return {p.name: p.value for p in props}
+
+
+def test_schema_is_bundled() -> None:
+    assert junit.SCHEMA_PATH.is_file()
+    xmlschema.XMLSchema(junit.SCHEMA_PATH)
+
+
+def test_gates_xml_validates_and_reads_back(tmp_path: Path) -> None:
+    path = junit.JUnitWriter().write(make_doc(), tmp_path)
+    assert path == tmp_path / "gates.xml"
+    validate(path)
+    s = suites(path)
+    assert list(s) == ["phase1", "phase2", "phase3"]
+    p1 = s["phase1"]
+    # 5 verdicts + 1 not evaluated; fail + inconclusive (fail mode) are failures
+    assert (p1.tests, p1.failures, p1.errors, p1.skipped) == (6, 2, 0, 1)
+    assert p1.timestamp == "2024-07-01T12:00:00+00:00"
+    cases = {c.name: c for c in p1}
+    assert set(cases) == {
+        "long_context_ttft", "acceptance_rate", "spec_throughput", "ttft_p50", "long_context_ttft[2]", "tpot_p99",
+    }
+    assert all(c.classname == "perfgate.phase1" for c in p1)
+
+    failed = cases["long_context_ttft"]
+    (res,) = failed.result
+    assert isinstance(res, Failure)
+    assert res.type == "perfgate.gate"
+    assert res.message.startswith("gate long_context_ttft: ttft p99 = 212 ms")
+    text = res.text or ""
+    for needle in ("tiered_kv_cache", "Tiered KV cache", "docs/fallbacks.md#plan-a", "page swap 30-50 ms",
+                   "sequence_parallel", "https://example.org/sp"):
+        assert needle in text
+    props = props_of(failed)
+    assert props["outcome"] == "fail"
+    assert props["observed"] == "212 ms"
+    assert props["ci"] == "95% CI 200 ms - 230 ms, n=500"
+    assert props["n"] == "500"
+    assert props["threshold"] == "max 150 ms"
+    assert props["baseline"].startswith("320 ms")
+    assert props["fallbacks"] == "tiered_kv_cache,sequence_parallel"
+    assert props["triggered"] == "tiered_kv_cache,sequence_parallel"
+    assert props["test"] == "perf_tests/test_phase1.py::test_ttft"
+
+    passed = cases["acceptance_rate"]
+    assert passed.is_passed
+    props = props_of(passed)
+    assert props["band"] == "large gain"
+    assert props["threshold"] == "min 70.0%"
+    assert "triggered" not in props  # only a failing gate triggers its fallbacks
+
+    inc = cases["spec_throughput"]
+    (res,) = inc.result
+    assert isinstance(res, Failure) and res.type == "perfgate.inconclusive"
+    assert props_of(inc)["needed"] == "1200"
+
+    assert cases["ttft_p50"].is_passed
+    assert props_of(cases["ttft_p50"])["threshold"] == "recorded"
+    assert cases["long_context_ttft[2]"].is_passed
+
+    (skip,) = cases["tpot_p99"].result
+    assert isinstance(skip, Skipped) and skip.message == "not evaluated in this run"
+
+    assert (s["phase2"].tests, s["phase2"].failures, s["phase2"].skipped) == (1, 0, 0)
+    assert (s["phase3"].tests, s["phase3"].failures, s["phase3"].skipped) == (1, 0, 1)
+
+
+def test_suite_properties_and_totals(tmp_path: Path) -> None:
+    path = junit.JUnitWriter().write(make_doc(), tmp_path)
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("8", "2", "0")
+    p1 = suites(path)["phase1"]
+    props = {p.name: p.value for p in p1.properties()}  # type: ignore[no-untyped-call]
+    assert props["outcome"] == "failed"
+    assert props["run_id"] == "20240701T120000Z-abcdef"
+    assert props["thresholds_sha256"] == "ab" * 32
+    assert props["triggered_fallbacks"] == "sequence_parallel,tiered_kv_cache"
+    assert props["fallback_test:perf_tests/test_fb.py::test_tiered"] == "tiered_kv_cache: failed (ttft 180 ms)"
+
+
+def test_inconclusive_warn_is_skipped(tmp_path: Path) -> None:
+    path = junit.JUnitWriter().write(make_doc(), tmp_path, inconclusive="warn")
+    validate(path)
+    p1 = suites(path)["phase1"]
+    assert (p1.tests, p1.failures, p1.skipped) == (6, 1, 2)
+    (res,) = {c.name: c for c in p1}["spec_throughput"].result
+    assert isinstance(res, Skipped)
+    assert "inconclusive" in res.message
+
+
+def test_phase_selection(tmp_path: Path) -> None:
+    path = junit.JUnitWriter().write(make_doc(), tmp_path, phases=["phase2", "nope"])
+    validate(path)
+    assert list(suites(path)) == ["phase2"]
+
+
+def test_empty_document(tmp_path: Path) -> None:
+    path = junit.JUnitWriter().write({"schema": "pytest-perfgate/decisions/1", "phases": {}}, tmp_path)
+    validate(path)
+    assert list(suites(path)) == []
+
+
+def test_hostile_strings_survive_escaping(tmp_path: Path) -> None:
+    doc = make_doc()
+    v = verdict(HOSTILE, "fail", fallbacks=(HOSTILE,), note=HOSTILE, test=HOSTILE, band=HOSTILE)
+    v["summary"] = HOSTILE + "\nsecond line"
+    v["ci"] = HOSTILE
+    v["display"]["observed"] = HOSTILE
+    doc["fallbacks"][HOSTILE] = {"title": HOSTILE, "cost": HOSTILE, "doc": HOSTILE}
+    doc["phases"][HOSTILE] = phase_entry(
+        HOSTILE, [v], outcome=HOSTILE, title=HOSTILE, run_id=HOSTILE, not_evaluated=[HOSTILE],
+        fallback_tests=[{"test": HOSTILE, "fallback": HOSTILE, "outcome": "failed", "reason": HOSTILE}],
+        timestamp=HOSTILE,
+    )
+    path = junit.JUnitWriter().write(doc, tmp_path)
+    validate(path)
+    raw = path.read_text(encoding="utf-8")
+    assert "<img" not in raw and "</script>" not in raw and "]]>" not in raw
+    for bad in ("\x00", "\x07", "\x1b", "\ud800", "\ufffe"):
+        assert bad not in raw
+    s = suites(path)
+    cleaned = writers.clean_text(HOSTILE)
+    assert "#x1B" in cleaned and "#xD800" in cleaned
+    suite = s[cleaned]
+    case = next(iter(suite))
+    assert case.name == cleaned
+    (res,) = case.result
+    assert isinstance(res, Failure)
+    assert res.message == cleaned + "\nsecond line"  # newline in an attribute survives (&#10;)
+    assert cleaned in (res.text or "")
+    assert props_of(case)["observed"] == cleaned
+
+
+def test_real_verdict_to_dict_is_accepted(tmp_path: Path) -> None:
+    """The writer reads what ``Verdict.to_dict()`` produces (including infinite bounds -> None)."""
+    from pytest_perfgate.verdict import Verdict
+
+    v = Verdict(gate="g", phase="p", outcome="inconclusive", metric="ttft", statistic="p99", observed=0.2,
+                lower=0.1, upper=math.inf, n=3, confidence=0.95, method="order-statistic", unit="ms",
+                direction="max", threshold=0.15, fallbacks=("a",))
+    d = v.to_dict() | {"test": "t.py::t"}
+    doc = {"schema": "pytest-perfgate/decisions/1", "fallbacks": {"a": {"title": "A", "cost": "", "doc": ""}},
+           "phases": {"p": phase_entry("p", [d], outcome="inconclusive")}}
+    path = junit.JUnitWriter().write(doc, tmp_path)
+    validate(path)
+    case = next(iter(suites(path)["p"]))
+    assert props_of(case)["observed"] == "200 ms"
+    assert "Fallback plans if the gate fails" in (case.result[0].text or "")
+
+
+def test_registry_and_write_all(tmp_path: Path) -> None:
+    assert writers.names() == ["html", "junit", "markdown"]
+    w = writers.get("junit")
+    assert isinstance(w, writers.Writer)
+    assert (w.name, w.filename) == ("junit", "gates.xml")
+    with pytest.raises(ValueError, match="available: html, junit, markdown"):
+        writers.get("pdf")
+    paths = writers.write_all(make_doc(), tmp_path / "out")
+    assert sorted(p.name for p in paths) == ["gates.xml", "report.html", "summary.md"]
+    assert all(p.is_file() for p in paths)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_all_keeps_going_after_a_failure(tmp_path: Path) -> None:
+    class Broken:
+        name = "broken"
+        filename = "broken.txt"
+
+        def write(self, doc: Any, out_dir: Path, *, phases: Any = None, inconclusive: str = "fail") -> Path:
+            raise RuntimeError("boom")
+
+    writers.register("broken", Broken)
+    try:
+        with pytest.raises(writers.WriterError, match="broken.*boom") as info:
+            writers.write_all(make_doc(), tmp_path, writers=["broken", "junit"])
+        assert [p.name for p in info.value.written] == ["gates.xml"]
+    finally:
+        del writers.WRITERS["broken"]
+
+
+def test_atomic_write_text_replaces_and_cleans_up(tmp_path: Path) -> None:
+    p = tmp_path / "sub" / "f.txt"
+    writers.atomic_write_text(p, "one")
+    writers.atomic_write_text(p, "two\n")
+    assert p.read_text(encoding="utf-8") == "two\n"
+    with pytest.raises(UnicodeEncodeError):
+        writers.atomic_write_text(p, "\ud800")
+    assert p.read_text(encoding="utf-8") == "two\n"
+    assert [x.name for x in p.parent.iterdir()] == ["f.txt"]
