@@ -83,6 +83,8 @@ class Statistic:
 
 
 COMPARE_KINDS = ("ratio", "difference", "reduction")
+# engines that exist without an [engines.NAME] table: the embedded CPU default (engines/manager.py)
+BUILTIN_ENGINES = ("baseline", "speculative")
 
 
 @dataclass(frozen=True)
@@ -409,8 +411,9 @@ def _parse_gate(
         bands.append((label, q))
     bands.sort(key=lambda b: -b[1].base)
     eng = t.get("engine")
-    if eng is not None and (not isinstance(eng, str) or eng not in engines):
-        raise c.err(tn, "engine", f"unknown engine {eng!r} (engines: {', '.join(engines) or '(none defined)'})")
+    if eng is not None and (not isinstance(eng, str) or (eng not in engines and eng not in BUILTIN_ENGINES)):
+        known = ", ".join([*engines, *(b for b in BUILTIN_ENGINES if b not in engines)])
+        raise c.err(tn, "engine", f"unknown engine {eng!r} (engines: {known})")
     params = t.get("params", {})
     if not isinstance(params, dict):
         raise c.err(tn, "params", "must be a table")

@@ -7,7 +7,7 @@ imported inside fixtures and hooks when a gate is evaluated).
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import ConfigError, load_thresholds
-from .session import FALLBACK_PROPERTY, VERDICT_PROPERTY, Perfgate, RunState
+from .session import ENGINE_PROPERTY, FALLBACK_PROPERTY, VERDICT_PROPERTY, Perfgate, RunState
 
 if TYPE_CHECKING:
     from .verdict import Verdict
@@ -30,7 +30,7 @@ class PluginConfig:
     out_dir: Path
     confidence: float | None
     inconclusive: str
-    engine: str | None
+    engine: list[str] | None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,8 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="confidence of every verdict, overrides [perfgate] confidence (e.g. 0.99)")
     group.addoption("--perfgate-inconclusive", choices=("fail", "warn"), default=None,
                     help="what an inconclusive verdict does to its test (default: fail)")
-    group.addoption("--perfgate-engine", metavar="NAME", default=None,
-                    help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine)")
+    group.addoption("--perfgate-engine", metavar="NAME|ROLE=NAME", action="append", default=None,
+                    help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine); "
+                    "ROLE=NAME maps an engine the suite names (e.g. speculative=qwen72b-spec); repeatable")
     parser.addini("perfgate_thresholds", "path of thresholds.toml", default="")
     parser.addini("perfgate_out", "results directory", default="")
 
@@ -173,6 +174,88 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
         st.add_verdict(item.nodeid, d)
 
     return Perfgate(st, bound, record, request.config.stash[CONF].confidence)
+
+
+def _say(config: pytest.Config) -> Callable[[str], None]:
+    """Print a line to the terminal from inside a test without breaking pytest's output."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    tw = config.get_terminal_writer()
+
+    def say(msg: str) -> None:
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tw.line(msg)
+        else:
+            tw.line(msg)
+
+    return say
+
+
+def _engine_aliases(config: pytest.Config) -> tuple[str | None, dict[str, str]]:
+    default: str | None = None
+    aliases: dict[str, str] = {}
+    for v in config.stash[CONF].engine or []:
+        if "=" in v:
+            role, _, name = v.partition("=")
+            aliases[role.strip()] = name.strip()
+        else:
+            default = v.strip()
+    return default, aliases
+
+
+@pytest.fixture(scope="session")
+def perfgate_thresholds(request: pytest.FixtureRequest) -> Any:
+    """The validated thresholds.toml of this session (``.gates``, ``.params``, ``.engines``)."""
+    st = _state(request.config)
+    if st is None:
+        raise pytest.UsageError("no thresholds.toml found: create one in the rootdir or pass --perfgate-thresholds PATH")
+    return st.thresholds
+
+
+@pytest.fixture(scope="session")
+def perfgate_engines(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """Session-scoped engine manager: ``get(name)`` starts ``[engines.NAME]`` lazily, at most one
+    engine alive at a time; ``run(name, requests, LoadConfig(...))`` measures and returns a RunResult."""
+    from .engines.manager import EngineManager
+
+    st = _state(request.config)
+    _default, aliases = _engine_aliases(request.config)
+    mgr = EngineManager(st.thresholds.engines if st else {}, aliases, _say(request.config))
+    try:
+        yield mgr
+    finally:
+        mgr.close()
+
+
+@pytest.fixture
+def perfgate_engine(request: pytest.FixtureRequest, perfgate_engines: Any) -> Any:
+    """The started engine this test measures: ``@pytest.mark.engine(NAME)``, else
+    ``--perfgate-engine NAME``, else the gate's ``engine =``, else the embedded ``baseline``."""
+    from .engines.base import EngineError
+
+    default, _aliases = _engine_aliases(request.config)
+    m = request.node.get_closest_marker("engine")
+    name = m.args[0] if m and m.args else None
+    if name is None and default is None:
+        st = _state(request.config)
+        for g in _marker_names(request.node, "gate"):
+            if st is not None and g in st.thresholds.gates and st.thresholds.gates[g].engine:
+                name = st.thresholds.gates[g].engine
+                break
+    name = name or default or "baseline"
+    try:
+        engine = perfgate_engines.get(name)
+    except EngineError as e:
+        pytest.fail(str(e), pytrace=False)
+    record_engine(request.node, engine)
+    return engine
+
+
+def record_engine(item: pytest.Item, engine: Any) -> None:
+    """Attach the engine's info to the test (JUnit property, decision record)."""
+    info = dict(engine.info())
+    info.setdefault("name", engine.name)
+    item.user_properties.append((ENGINE_PROPERTY, json.dumps(info, default=str)))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -91,6 +91,10 @@ class EngineManager:
         known = sorted({*self.specs, *EMBEDDED})
         raise base.EngineError(f"unknown engine {real!r}: define [engines.{real}] in thresholds.toml (engines: {', '.join(known)})")
 
+    def is_embedded(self, name: str) -> bool:
+        """Does engine ``name`` run the tiny generated models (the CPU default)?"""
+        return uses_embedded(dict(self.spec(name).args))
+
     def models(self) -> Any:
         if self._models is None:
             from ..models.make import make_models
@@ -124,6 +128,9 @@ class EngineManager:
         self.say(f"perfgate: starting engine {spec.name!r} ({spec.kind})")
         t = time.perf_counter()
         try:
+            if self.is_embedded(name):
+                # vLLM's CPU backend sizes its KV cache from this variable (GiB); 1 fits 8K prompts
+                os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             args = self.resolved_args(name)
             engine = base.create(spec.name, spec.kind, args)
             engine.start()
@@ -138,6 +145,21 @@ class EngineManager:
         self.say(f"perfgate: engine {spec.name!r} ready in {dt:.1f} s")
         self._live = engine
         return engine
+
+    def run(
+        self,
+        name: str,
+        requests: Any,
+        config: Any,
+        *,
+        stop: Callable[[Any], bool] | None = None,
+        slos: Mapping[str, float] | None = None,
+    ) -> Any:
+        """Start (or reuse) engine ``name`` and run ``config`` with progress lines; a RunResult."""
+        from ..load.runner import run_load
+
+        engine = self.get(name)
+        return run_load(engine, requests, config, progress_printer(self.say, engine.name), stop, slos=slos)
 
     def stop(self) -> None:
         eng, self._live = self._live, None
@@ -158,3 +180,15 @@ def cpu_only() -> bool:
         return not torch.cuda.is_available()
     except Exception:
         return True
+
+
+def progress_printer(say: Callable[[str], None], label: str, every_s: float = 5.0) -> Callable[[int, int, float], None]:
+    """A ``progress(done, total, elapsed)`` callback that says a line at most every ``every_s``."""
+    last = [-every_s]
+
+    def progress(done: int, total: int, elapsed: float) -> None:
+        if elapsed - last[0] >= every_s or done >= total:
+            last[0] = elapsed
+            say(f"perfgate: [{label}] {done}/{total} requests, {elapsed:.1f} s")
+
+    return progress

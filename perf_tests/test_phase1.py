@@ -1,0 +1,135 @@
+"""Phase 1 (weeks 1-2): speculative decoding for long context (ROADMAP.md).
+
+Targets, all must hold: TTFT P99 of 8,000-token prompts < 150 ms (baseline 320 ms); draft
+acceptance >= 70%; throughput with speculation >= 80% of throughput without. Measurement rules:
+baseline (speculation off) first, then speculation on, never both at once (the engine manager stops
+one before starting the other), the same exact-length prompts for both, then compare TTFT, TPOT and
+throughput. Prefix caching (second document): prefill time on a cache hit >= 80% lower than cold.
+Tests run in file order; gate tests run before the fallback tests (test_phase1_fallbacks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_perfgate.load.prompts import dialogue_prompts, exact_length_prompts, math_prompts, shared_prefix_prompts
+from pytest_perfgate.load.schedule import LoadConfig
+from pytest_perfgate.samples import Proportion
+
+pytestmark = pytest.mark.phase1
+
+
+def _long_prompts(engines: Any, p: Any) -> list[Any]:
+    tok = engines.get("baseline").tokenizer()
+    return exact_length_prompts(tok, p.prompt_tokens, p.requests, seed=1, tag="long-context",
+                                max_tokens=p.max_tokens)
+
+
+def _sequential(p: Any, n: int) -> LoadConfig:
+    return LoadConfig(mode="sequential", num_requests=n, max_seconds=p.max_seconds, warmup=1)
+
+
+def _with_temperature(reqs: list[Any], temperature: float) -> list[Any]:
+    from dataclasses import replace
+
+    return [replace(r, temperature=temperature) for r in reqs]
+
+
+# ------------------------------------------------------------------ 1. baseline: speculation off
+@pytest.mark.gate("baseline_ttft_p99", "baseline_tpot_p50", "baseline_tpot_p99", "baseline_throughput")
+def test_baseline_speculation_off(perfgate: Any, perfgate_engines: Any, phase1: Any, runs: dict[str, Any]) -> None:
+    prompts = _with_temperature(_long_prompts(perfgate_engines, phase1), phase1.temperature)
+    runs["long_prompts"] = prompts
+    run = perfgate_engines.run("baseline", prompts, _sequential(phase1, phase1.requests))
+    runs["baseline"] = run
+    assert all(r.prompt_tokens == phase1.prompt_tokens for r in run.successful), "prompt length drifted"
+    for gate in ("baseline_ttft_p99", "baseline_tpot_p50", "baseline_tpot_p99", "baseline_throughput"):
+        perfgate.check(run, gate=gate)
+
+
+# ------------------------------------------------------------------ 2. prefix caching (baseline engine)
+@pytest.mark.gate("prefix_cache_prefill_reduction")
+def test_prefix_cache_cuts_prefill(perfgate: Any, perfgate_engines: Any, phase1: Any) -> None:
+    tok = perfgate_engines.get("baseline").tokenizer()
+    n = phase1.prefix_requests
+    # cold: every request has its own prefix (nothing to reuse); hit: one shared prefix, warmed first
+    cold = [shared_prefix_prompts(tok, phase1.prefix_tokens, phase1.tail_tokens, 1, seed=100 + i,
+                                  tag="cold", max_tokens=1, corpus=None)[0] for i in range(n)]
+    cold = [_unique_prefix(r, i) for i, r in enumerate(cold)]
+    hit = shared_prefix_prompts(tok, phase1.prefix_tokens, phase1.tail_tokens, n + 1, seed=7, tag="hit", max_tokens=1)
+    cfg = LoadConfig(mode="sequential", num_requests=n, max_seconds=phase1.max_seconds)
+    cold_run = perfgate_engines.run("baseline", cold, cfg)
+    perfgate_engines.run("baseline", hit[:1], LoadConfig(mode="sequential", num_requests=1))  # warm the prefix
+    hit_run = perfgate_engines.run("baseline", hit[1:], cfg)
+    hits = hit_run.perfgate_data("prefix_cache_hit_rate")
+    assert isinstance(hits, Proportion) and hits.successes > 0, f"no prefix-cache hits recorded: {hits}"
+    perfgate.check((hit_run, cold_run))
+
+
+def _unique_prefix(req: Any, i: int) -> Any:
+    """Make request i's first tokens unique so no block of its prefix is shared with another."""
+    from dataclasses import replace
+
+    ids = list(req.prompt)
+    start = 1 if len(ids) > 1 else 0
+    ids[start : start + 8] = [(t + 37 * (i + 1)) % 500 + 3 for t in ids[start : start + 8]]
+    return replace(req, prompt=tuple(ids))
+
+
+# ------------------------------------------------------------------ 3. speculation on
+@pytest.mark.gate("long_context_ttft")
+def test_ttft_p99_with_speculation(perfgate: Any, perfgate_engines: Any, phase1: Any, runs: dict[str, Any]) -> None:
+    """Sequential sampling: one 8,000-token request at a time until the verdict is decided."""
+    prompts = runs.get("long_prompts") or _long_prompts(perfgate_engines, phase1)
+    tok = perfgate_engines.get("speculative").tokenizer()
+    extra = exact_length_prompts(tok, phase1.prompt_tokens, phase1.ttft_max_samples, seed=2, tag="ttft", max_tokens=1)
+    pool = iter([*(_first_token_only(r) for r in prompts), *extra])
+    ttfts: list[float] = []
+
+    def draw() -> list[float]:
+        run = perfgate_engines.run("speculative", [next(pool)], LoadConfig(mode="sequential", num_requests=1))
+        s = run.perfgate_data("ttft")
+        ttfts.extend(s.values.tolist())
+        return s
+
+    perfgate.sample_until_decided(draw, max_samples=phase1.ttft_max_samples, max_seconds=phase1.max_seconds)
+
+
+def _first_token_only(req: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(req, max_tokens=1)
+
+
+@pytest.mark.gate("spec_throughput_ratio", "speculative_tpot_p50", "speculative_tpot_p99", "speculative_throughput")
+def test_throughput_with_speculation(perfgate: Any, perfgate_engines: Any, phase1: Any, runs: dict[str, Any]) -> None:
+    """Same exact-length prompts as the baseline run, speculation on."""
+    if "baseline" not in runs:
+        pytest.fail("the baseline run (test_baseline_speculation_off) did not complete: nothing to compare with")
+    run = perfgate_engines.run("speculative", runs["long_prompts"], _sequential(phase1, phase1.requests))
+    runs["speculative"] = run
+    for gate in ("speculative_tpot_p50", "speculative_tpot_p99", "speculative_throughput"):
+        perfgate.check(run, gate=gate)
+    perfgate.check((run, runs["baseline"]), gate="spec_throughput_ratio")
+
+
+@pytest.mark.gate("draft_acceptance", "acceptance_dialogue", "acceptance_math")
+def test_draft_acceptance(perfgate: Any, perfgate_engines: Any, phase1: Any, runs: dict[str, Any]) -> None:
+    """Acceptance = accepted / proposed draft tokens (counter deltas), reported per prompt set;
+    the gate pools every speculative run of the phase."""
+    tok = perfgate_engines.get("speculative").tokenizer()
+    per_set: dict[str, Any] = {}
+    for name, make in (("dialogue", dialogue_prompts), ("math", math_prompts)):
+        reqs = _with_temperature(make(tok, phase1.prompt_set_tokens, phase1.prompt_set_requests, seed=3,
+                                      max_tokens=phase1.prompt_set_max_tokens), phase1.temperature)
+        run = perfgate_engines.run("speculative", reqs, _sequential(phase1, len(reqs)))
+        per_set[name] = run.perfgate_data("acceptance_rate")
+        perfgate.check(per_set[name], gate=f"acceptance_{name}")
+    pooled = [*per_set.values()]
+    if "speculative" in runs:
+        pooled.append(runs["speculative"].perfgate_data("acceptance_rate"))
+    total = Proportion(sum(p.successes for p in pooled), sum(p.trials for p in pooled), "acceptance (all sets)")
+    runs["acceptance"] = total
+    perfgate.check(total, gate="draft_acceptance")
