@@ -173,7 +173,7 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
         item.user_properties.extend(v.user_properties())
         st.add_verdict(item.nodeid, d)
 
-    return Perfgate(st, bound, record, request.config.stash[CONF].confidence)
+    return Perfgate(st, bound, record, request.config.stash[CONF].confidence, _say(request.config))
 
 
 def _say(config: pytest.Config) -> Callable[[str], None]:

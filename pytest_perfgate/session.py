@@ -155,7 +155,9 @@ class Perfgate:
         bound_gates: Sequence[str],
         record: Callable[[Verdict], None],
         confidence: float | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
+        self._say = say
         self._state = state
         self._bound = tuple(bound_gates)
         self._record = record
@@ -226,9 +228,14 @@ class Perfgate:
         from .sequential import confidence_note, sample_until_decided
 
         g = self.gate(gate)
+        progress = None
+        if self._say is not None:
+            from .progress import progress_printer
+
+            progress = progress_printer(self._say, f"gate {g.name}", unit="samples (stops when decided)")
         res = sample_until_decided(
             draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
-            thresholds=self.thresholds, unit=unit,
+            thresholds=self.thresholds, unit=unit, progress=progress,
         )
         c = self._confidence or g.confidence or self.thresholds.settings.confidence
         from dataclasses import replace

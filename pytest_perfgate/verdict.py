@@ -155,11 +155,12 @@ class GateFailure(AssertionError):
 def _display_unit(gate: Gate, data: Data | None, dimension: str) -> str:
     if gate.unit is not None:
         return gate.unit
-    if gate.threshold is not None and gate.threshold.dimension == dimension:
-        return gate.threshold.unit.name
-    if isinstance(data, Samples) and data.unit.dimension == dimension:
-        return data.unit.name
-    return DIMENSION_DEFAULT_UNIT.get(dimension, "")
+    for q in (gate.threshold, gate.baseline):
+        if q is not None and q.dimension == dimension:
+            return q.unit.name
+    if dimension in DIMENSION_DEFAULT_UNIT:
+        return DIMENSION_DEFAULT_UNIT[dimension]
+    return data.unit.name if isinstance(data, Samples) else ""
 
 
 def evaluate(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import EngineSpec
+from ..progress import progress_printer
 from . import base
 
 EMBEDDED_PREFIX = "embedded:"
@@ -181,14 +182,3 @@ def cpu_only() -> bool:
     except Exception:
         return True
 
-
-def progress_printer(say: Callable[[str], None], label: str, every_s: float = 5.0) -> Callable[[int, int, float], None]:
-    """A ``progress(done, total, elapsed)`` callback that says a line at most every ``every_s``."""
-    last = [-every_s]
-
-    def progress(done: int, total: int, elapsed: float) -> None:
-        if elapsed - last[0] >= every_s or done >= total:
-            last[0] = elapsed
-            say(f"perfgate: [{label}] {done}/{total} requests, {elapsed:.1f} s")
-
-    return progress
