@@ -103,7 +103,8 @@ def test_inconclusive_fail_and_warn(project: pytest.Pytester) -> None:
     r.assert_outcomes(failed=1)
     r.stdout.fnmatch_lines(["*GateInconclusive*inconclusive: need >= 299 samples in all (249 more)*"])
     r = project.runpytest("test_inc.py", "--perfgate-inconclusive=warn")
-    r.assert_outcomes(passed=1, warnings=1)
+    assert r.parseoutcomes()["passed"] == 1 and "failed" not in r.parseoutcomes()
+    r.stdout.fnmatch_lines(["*PerfgateWarning: gate long_context_ttft*inconclusive*"])
 
 
 def test_several_checks_per_test_all_recorded(project: pytest.Pytester) -> None:
