@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="tiny generated models for engine tests")
     models_sub = models.add_subparsers(dest="models_command", required=True)
     make = models_sub.add_parser("make", help="generate (or reuse) the tiny target/draft models")
-    make.add_argument("--out", metavar="DIR", help="cache root (default: $PERFGATE_CACHE or ~/.cache/pytest-perfgate/models)")
+    make.add_argument(
+        "--out", metavar="DIR", help="cache root (default: $PERFGATE_CACHE or ~/.cache/pytest-perfgate/models)"
+    )
     make.add_argument("--force", action="store_true", help="regenerate even when a complete set is cached")
     make.add_argument("--json", action="store_true", help="print the model set's info as JSON")
     make.set_defaults(func=_models_make)

@@ -1,0 +1,292 @@
+"""Engine kind ``vllm``: vLLM's ``AsyncLLM`` in this process (its engine core runs in a child).
+
+The arguments are vLLM's own engine arguments (``AsyncEngineArgs`` fields: ``model``,
+``speculative_config``, ``tensor_parallel_size``, ``gpu_memory_utilization``,
+``enable_prefix_caching``, ``max_model_len``, ``dtype``, ...), passed through unchanged. An unknown
+or invalid one raises :class:`EngineError` naming the key and carrying vLLM's own message.
+
+Everything asynchronous runs on the shared engine loop (:data:`base.LOOP`): ``AsyncLLM`` is
+created inside a coroutine on that loop so its output handler binds to it.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..load.records import Request, RequestRecord
+from .base import Clock, EngineError, run_sync
+
+KIND = "vllm"
+_ids = itertools.count()
+
+
+def create(name: str, args: Mapping[str, Any]) -> VLLMEngine:
+    """Build (not start) an in-process vLLM engine; validates the arguments against vLLM."""
+    engine = VLLMEngine(name, args)
+    engine.engine_args()  # fail early on unknown/invalid argument names
+    return engine
+
+
+def _arg_error(name: str, err: BaseException, args: Mapping[str, Any]) -> EngineError:
+    """An EngineError naming the offending config key (when we can tell) and vLLM's message."""
+    msg = str(err).strip() or type(err).__name__
+    m = re.search(r"keyword argument '([^']+)'", msg)
+    key = m.group(1) if m else next((k for k in args if k in msg), None)
+    where = f"[engines.{name}] {key}" if key else f"[engines.{name}]"
+    return EngineError(f"{where}: vLLM rejected the engine argument: {msg}")
+
+
+class VLLMEngine:
+    """One ``AsyncLLM``; see the module docstring."""
+
+    kind = KIND
+
+    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
+        self.name = name
+        self.args: dict[str, Any] = dict(args)
+        if "model" not in self.args:
+            raise EngineError(f"[engines.{name}] model: missing (the model directory or name to serve)")
+        self._llm: Any = None
+        self._tokenizer: Any = None
+        self._resolved: dict[str, Any] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def engine_args(self) -> Any:
+        """``AsyncEngineArgs`` from the configured arguments (metrics logging on by default)."""
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        kwargs = {"disable_log_stats": False, **self.args}
+        try:
+            return AsyncEngineArgs(**kwargs)
+        except (TypeError, ValueError) as err:
+            raise _arg_error(self.name, err, self.args) from err
+
+    def start(self) -> None:
+        if self._llm is not None:
+            return
+        engine_args = self.engine_args()
+
+        async def _make() -> Any:
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            return AsyncLLM.from_engine_args(engine_args)
+
+        try:
+            self._llm = run_sync(_make())
+        except EngineError:
+            raise
+        except Exception as err:  # config validation (pydantic), engine-core startup failure, ...
+            if isinstance(err, TypeError | ValueError) and any(k in str(err) for k in self.args):
+                raise _arg_error(self.name, err, self.args) from err
+            raise EngineError(f"[engines.{self.name}] vLLM failed to start: {type(err).__name__}: {err}") from err
+        self._resolved = self._resolve()
+
+    def stop(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is None:
+            return
+
+        async def _shutdown(engine: Any) -> None:
+            engine.shutdown()
+
+        try:
+            run_sync(_shutdown(llm), timeout=120)
+        finally:
+            del llm
+            gc.collect()
+            _empty_device_cache()
+
+    # -- requests ------------------------------------------------------------------------------
+    def _prompt(self, request: Request) -> Any:
+        from vllm.inputs import TextPrompt, TokensPrompt
+
+        if request.api == "chat":
+            text = request.prompt if isinstance(request.prompt, str) else self.tokenizer().decode(list(request.prompt))
+            ids = self.tokenizer().apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+            )
+            if isinstance(ids, Mapping):  # transformers may return a BatchEncoding
+                ids = ids["input_ids"]
+            return TokensPrompt(prompt_token_ids=list(ids))
+        if isinstance(request.prompt, str):
+            return TextPrompt(prompt=request.prompt)
+        return TokensPrompt(prompt_token_ids=list(request.prompt))
+
+    def _sampling(self, request: Request) -> Any:
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+        return SamplingParams(
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            ignore_eos=request.ignore_eos,
+            output_kind=RequestOutputKind.DELTA,
+            **dict(request.extra),
+        )
+
+    async def generate(self, request: Request, record: RequestRecord, clock: Clock) -> None:
+        """Stream ``request`` through AsyncLLM; fill ``record`` (never raises)."""
+        record.token_count_source = "server"
+        record.tag = record.tag or request.tag
+        record.expected_prompt_tokens = request.prompt_tokens
+        llm = self._llm
+        if llm is None:
+            record.error = "engine not started"
+            return
+        try:
+            prompt, params = self._prompt(request), self._sampling(request)
+        except Exception as err:
+            record.error = f"bad request: {type(err).__name__}: {err}"[:300]
+            return
+        record.sent_ns = clock()
+        n_out = 0
+        finish: str | None = None
+        try:
+            async for out in llm.generate(prompt, params, f"perfgate-{self.name}-{next(_ids)}"):
+                t = clock()  # arrival time first, before looking at the content
+                if record.prompt_tokens is None and out.prompt_token_ids is not None:
+                    record.prompt_tokens = len(out.prompt_token_ids)
+                new = sum(len(c.token_ids) for c in out.outputs)
+                if new:
+                    record.chunk_ns.append(t)
+                    record.chunk_tokens.append(new)
+                    n_out += new
+                for c in out.outputs:
+                    finish = c.finish_reason or finish
+                if out.finished:
+                    record.end_ns = t
+        except Exception as err:
+            record.error = f"{type(err).__name__}: {err}"[:300] or type(err).__name__
+        record.output_tokens = n_out
+        record.finish_reason = finish
+        if record.end_ns is None:
+            record.end_ns = clock()
+            if record.error is None:
+                record.error = "stream ended without a finished output"
+
+    # -- observation ---------------------------------------------------------------------------
+    async def counters(self) -> dict[str, float]:
+        """vLLM's in-memory Prometheus metrics as a flat dict (see :func:`flatten_metrics`)."""
+        if self._llm is None:
+            return {}
+        from vllm.v1.metrics.reader import get_metrics_snapshot
+
+        served = self._resolved.get("served_model_name")
+        return flatten_metrics(get_metrics_snapshot(), served)
+
+    def info(self) -> dict[str, Any]:
+        import vllm
+
+        return {
+            "name": self.name,
+            "kind": KIND,
+            "vllm_version": vllm.__version__,
+            "model": self.args.get("model"),
+            "args": dict(self.args),
+            "resolved": dict(self._resolved),
+            "device": device_name(),
+        }
+
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            src = self.args.get("tokenizer") or self.args["model"]
+            self._tokenizer = AutoTokenizer.from_pretrained(
+                src, trust_remote_code=bool(self.args.get("trust_remote_code"))
+            )
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer().encode(text, add_special_tokens=False))
+
+    def _resolve(self) -> dict[str, Any]:
+        """A few settings vLLM resolved from the arguments (for the report)."""
+        cfg = getattr(self._llm, "vllm_config", None)
+        if cfg is None:
+            return {}
+        mc, cc, sc = cfg.model_config, cfg.cache_config, cfg.speculative_config
+        out: dict[str, Any] = {
+            "served_model_name": getattr(mc, "served_model_name", None),
+            "max_model_len": getattr(mc, "max_model_len", None),
+            "dtype": str(getattr(mc, "dtype", "")),
+            "block_size": getattr(cc, "block_size", None),
+            "enable_prefix_caching": getattr(cc, "enable_prefix_caching", None),
+            "num_gpu_blocks": getattr(cc, "num_gpu_blocks", None),
+            "tensor_parallel_size": getattr(cfg.parallel_config, "tensor_parallel_size", None),
+        }
+        if sc is not None:
+            out["speculative"] = {
+                "method": getattr(sc, "method", None),
+                "num_speculative_tokens": getattr(sc, "num_speculative_tokens", None),
+                "draft_model": getattr(getattr(sc, "draft_model_config", None), "model", None),
+            }
+        return out
+
+
+def flatten_metrics(metrics: list[Any], served_model_name: str | None = None) -> dict[str, float]:
+    """Flatten ``vllm.v1.metrics.reader`` objects into ``{prometheus_name: value}``.
+
+    Names drop the ``_total`` suffix; the per-position vector becomes
+    ``vllm:spec_decode_num_accepted_tokens_per_pos{position="i"}``; histograms give ``_sum`` and
+    ``_count``. Series of other models are skipped; the ``engine`` (data-parallel rank) label is
+    summed over for counters and averaged for gauges.
+    """
+    from vllm.v1.metrics.reader import Counter, Gauge, Histogram, Vector
+
+    sums: dict[str, float] = {}
+    gauges: dict[str, list[float]] = {}
+    for m in metrics:
+        labels = dict(m.labels)
+        if served_model_name and labels.get("model_name") not in (None, served_model_name):
+            continue
+        extra = {k: v for k, v in labels.items() if k not in ("model_name", "engine")}
+        base = m.name.removesuffix("_total")
+        if isinstance(m, Vector):
+            for i, v in enumerate(m.values):
+                key = _series(base, {**extra, "position": str(i)})
+                sums[key] = sums.get(key, 0.0) + float(v)
+        elif isinstance(m, Counter):
+            key = _series(base, extra)
+            sums[key] = sums.get(key, 0.0) + float(m.value)
+        elif isinstance(m, Gauge):
+            gauges.setdefault(_series(base, extra), []).append(float(m.value))
+        elif isinstance(m, Histogram):
+            for suffix, hv in (("_sum", float(m.sum)), ("_count", float(m.count))):
+                key = _series(base + suffix, extra)
+                sums[key] = sums.get(key, 0.0) + hv
+    for key, vals in gauges.items():
+        sums[key] = sum(vals) / len(vals)
+    return sums
+
+
+def _series(name: str, labels: Mapping[str, str]) -> str:
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def device_name() -> str:
+    """``"cpu"`` or the CUDA device name."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return str(torch.cuda.get_device_name(0))
+    except Exception:
+        pass
+    return "cpu"
+
+
+def _empty_device_cache() -> None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except Exception:
+        pass

