@@ -34,8 +34,7 @@ __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
-    from .samples import Proportion, SampleError, Samples
-    from .samples import make_samples
+    from .samples import Proportion, SampleError, Samples, make_samples
     from .sequential import sample_until_decided
     from .verdict import GateFailure, Verdict, evaluate
 

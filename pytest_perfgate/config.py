@@ -36,6 +36,7 @@ class Settings:
     inconclusive: str = "fail"  # "fail" | "warn"
     max_samples: int = 10_000
     max_seconds: float = 600.0
+    max_error_rate: float = 0.0  # failed requests a run may have before its gates error out
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Gate:
     max_seconds: float | None = None
     engine: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    max_error_rate: float | None = None
 
     @property
     def recorded_only(self) -> bool:
@@ -143,13 +145,13 @@ class Thresholds:
 
 
 _TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params"}
-_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds"}
+_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate"}
 _PHASE_KEYS = {"title", "depends_on", "description"}
 _FALLBACK_KEYS = {"title", "cost", "doc", "description"}
 _GATE_KEYS = {
     "phase", "metric", "statistic", "max", "min", "baseline", "fallback", "compare", "runs",
     "confidence", "description", "title", "unit", "bands", "max_samples", "max_seconds", "engine",
-    "params", "record_only",
+    "params", "record_only", "max_error_rate",
 }  # fmt: skip
 
 
@@ -198,6 +200,13 @@ class _Checker:
             raise self.err(table, key, f"must be a positive {'integer' if kind is int else 'number'}, got {v!r}")
         return kind(v)
 
+    def fraction(self, v: Any, table: str, key: str) -> float:
+        """A share written as "5%" or 0.05."""
+        q = self.quantity(v, table, key)
+        if q.dimension not in ("fraction", "number") or not 0.0 <= q.base <= 1.0:
+            raise self.err(table, f"{key} = {v!r}", "must be a share between 0% and 100% (e.g. \"1%\" or 0.01)")
+        return q.base
+
     def quantity(self, v: Any, table: str, key: str) -> Quantity:
         try:
             return parse_quantity(v)
@@ -233,6 +242,7 @@ def parse_thresholds(
         inconclusive=st.get("inconclusive", "fail"),
         max_samples=c.positive(st.get("max_samples", 10_000), "perfgate", "max_samples"),
         max_seconds=c.positive(st.get("max_seconds", 600.0), "perfgate", "max_seconds", float),
+        max_error_rate=c.fraction(st.get("max_error_rate", 0), "perfgate", "max_error_rate"),
     )
     if settings.inconclusive not in ("fail", "warn"):
         raise c.err("perfgate", "inconclusive", f"must be \"fail\" or \"warn\", got {settings.inconclusive!r}")
@@ -242,6 +252,7 @@ def parse_thresholds(
             settings.inconclusive,
             settings.max_samples,
             settings.max_seconds,
+            settings.max_error_rate,
         )
 
     phases: dict[str, Phase] = {}
@@ -436,6 +447,7 @@ def _parse_gate(
         max_seconds=c.positive(t["max_seconds"], tn, "max_seconds", float) if "max_seconds" in t else None,
         engine=eng,
         params=params,
+        max_error_rate=c.fraction(t["max_error_rate"], tn, "max_error_rate") if "max_error_rate" in t else None,
     )
 
 

@@ -85,6 +85,8 @@ def phase_outcome(verdicts: Iterable[Mapping[str, Any]], fallback_tests: Iterabl
         triggered = {f for v in failed for f in v.get("fallbacks", [])}
         ok = {t["fallback"] for t in fallback_tests if t["outcome"] == "passed"}
         return "fallback" if triggered and triggered & ok else "failed"
+    if any(v["outcome"] == "error" for v in vs):
+        return "failed"
     if any(v["outcome"] == "inconclusive" for v in vs):
         return "inconclusive"
     return "passed"

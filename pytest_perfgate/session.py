@@ -208,7 +208,7 @@ class Perfgate:
         return v
 
     def raise_for(self, v: Verdict) -> None:
-        if v.outcome == "fail":
+        if v.outcome in ("fail", "error"):
             raise GateFailure(v)
         if v.outcome == "inconclusive":
             if self._state.inconclusive == "fail":

@@ -7,6 +7,7 @@ with ``perfgate_data(metric)``), or for comparison gates a pair ``(treatment, re
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from .units import DIMENSION_DEFAULT_UNIT, format_value, unit
 class Verdict:
     gate: str
     phase: str
-    outcome: str  # "pass" | "fail" | "inconclusive" | "recorded"
+    outcome: str  # "pass" | "fail" | "inconclusive" | "recorded" | "error" (failed requests)
     metric: str
     statistic: str
     observed: float  # base units (seconds, fraction, tok/s, ...)
@@ -74,6 +75,8 @@ class Verdict:
 
     def summary(self) -> str:
         """One line: ``gate X: ttft p99 = 212 ms (95% CI ..., n=500) > max 150 ms (baseline 320 ms)``."""
+        if self.outcome == "error":
+            return f"gate {self.gate}: ERROR: {self.metric} not evaluated: {self.note}"
         what = f"{self.compare} of {self.metric}" if self.compare else self.metric
         line = f"gate {self.gate}: {what} {self.statistic} = {self.fmt(self.observed)} ({self.ci_text()})"
         if self.direction is not None and self.threshold is not None:
@@ -99,7 +102,7 @@ class Verdict:
     def message(self) -> str:
         """The failure text, naming the fallback plans."""
         text = self.summary()
-        if self.fallback_info and self.outcome != "pass":
+        if self.fallback_info and self.outcome in ("fail", "inconclusive"):
             plans = "; ".join(
                 f'{f.name} "{f.title}"' + (f" ({f.doc})" if f.doc else "") + (f" [cost: {f.cost}]" if f.cost else "")
                 for f in self.fallback_info
@@ -176,12 +179,50 @@ def evaluate(
     """
     c = confidence or gate.confidence or (thresholds.settings.confidence if thresholds else 0.95)
     fb_info = tuple(thresholds.fallbacks[f] for f in gate.fallbacks) if thresholds else ()
+    allowed = gate.max_error_rate if gate.max_error_rate is not None else (
+        thresholds.settings.max_error_rate if thresholds else 0.0)
+    err = _error_verdict(gate, data, allowed, c)
+    if err is not None:
+        return _finish(gate, err, fb_info)
     if gate.compare:
         v = _evaluate_compare(gate, data, c)
     else:
         d = as_data(data, gate.metric, label=gate.name)
         v = _evaluate_single(gate, d, c)
     return _finish(gate, v, fb_info)
+
+
+def _run_errors(data: Any) -> tuple[int, int, Counter[str]] | None:
+    """(failed, total, causes) of a run result (anything with ``measured`` and ``errors()``)."""
+    errors = getattr(data, "errors", None)
+    measured = getattr(data, "measured", None)
+    if not callable(errors) or measured is None:
+        return None
+    causes = errors()
+    return sum(causes.values()), len(measured), causes
+
+
+def _error_verdict(gate: Gate, data: Any, allowed: float, c: float) -> dict[str, Any] | None:
+    """An "error" verdict when a run's failed requests exceed the gate's error budget.
+
+    Never a pass on no data: a run where every request failed (or none was sent) is an error,
+    whatever the metric; its message lists the causes with counts. Errors trigger no fallback plan
+    (they are not a performance result)."""
+    parts = data if gate.compare and isinstance(data, (tuple, list)) else (data,)
+    for i, part in enumerate(parts):
+        got = _run_errors(part)
+        if got is None:
+            continue
+        failed, total, causes = got
+        if total and failed / total <= allowed:
+            continue
+        b = stats.clopper_pearson(failed, total, c) if total else stats.Bounds(math.nan, 0.0, 1.0, "clopper-pearson")
+        which = f"{gate.runs[i]} run: " if gate.compare and i < len(gate.runs) else ""
+        listed = ", ".join(f"{n} x {cause}" for cause, n in causes.most_common()) or "no request was sent"
+        note = f"{which}{failed}/{total} requests failed ({listed}); error budget {allowed:.0%}"
+        return dict(outcome="error", observed=b.observed, lower=b.lower, upper=b.upper, n=total, confidence=c,
+                    method="clopper-pearson", unit="%", needed=None, note=note, details={k: float(v) for k, v in causes.items()})
+    return None
 
 
 def _finish(gate: Gate, v: dict[str, Any], fb_info: tuple[Fallback, ...]) -> Verdict:

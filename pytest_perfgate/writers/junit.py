@@ -121,6 +121,9 @@ def _testcase(
         return "skipped"
     if outcome in ("pass", "recorded"):
         return "passed"
+    if outcome == "error":
+        _sub(case, "error", summary, message=summary, type="perfgate.requests_failed")
+        return "error"
     _sub(case, "failure", summary, message=f"unknown verdict outcome {outcome!r}", type="perfgate.unknown")
     return "failure"
 
@@ -128,10 +131,10 @@ def _testcase(
 def build(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> ET.Element:
     """The ``<testsuites>`` element for the selected phases."""
     root = ET.Element("testsuites", {"name": "perfgate"})
-    totals = {"tests": 0, "failures": 0}
+    totals = {"tests": 0, "failures": 0, "errors": 0}
     for phase, entry in select_phases(doc, phases):
         suite = _sub(root, "testsuite", name=phase)
-        counts = {"failure": 0, "skipped": 0, "passed": 0}
+        counts = {"failure": 0, "skipped": 0, "passed": 0, "error": 0}
         props = _sub(suite, "properties")
         meta: list[tuple[str, object]] = [
             ("title", entry.get("title")),
@@ -166,15 +169,17 @@ def build(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusi
         tests = sum(counts.values())
         suite.set("tests", str(tests))
         suite.set("failures", str(counts["failure"]))
-        suite.set("errors", "0")
+        suite.set("errors", str(counts["error"]))
         suite.set("skipped", str(counts["skipped"]))
         suite.set("time", "0")
         if entry.get("timestamp"):
             suite.set("timestamp", clean_text(entry.get("timestamp")))
         totals["tests"] += tests
         totals["failures"] += counts["failure"]
+        totals["errors"] += counts["error"]
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
+    root.set("errors", str(totals["errors"]))
     root.set("errors", "0")
     root.set("time", "0")
     return root

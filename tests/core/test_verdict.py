@@ -142,3 +142,19 @@ def test_to_dict_is_json(th: Thresholds) -> None:
     v = evaluate(th.gate("long_context_ttft"), make_samples([100.0] * 3, "ms"), thresholds=th)
     d = json.loads(json.dumps(v.to_dict(), allow_nan=False))
     assert d["upper"] is None and d["display"]["threshold"] == "150 ms"
+
+
+def test_failed_requests_are_an_error_never_a_pass(th: Thresholds) -> None:
+    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.load.result import RunResult
+
+    recs = [RequestRecord(index=i, sent_ns=0, error="connection refused: [Errno 111]") for i in range(5)]
+    v = evaluate(th.gate("long_context_ttft"), RunResult(recs), thresholds=th)
+    assert v.outcome == "error" and v.triggered == () and not v.passed
+    assert "5/5 requests failed (5 x connection refused)" in v.summary()
+    ok = RequestRecord(index=9, sent_ns=0, chunk_ns=[10_000_000, 20_000_000], chunk_tokens=[1, 1], end_ns=20_000_000,
+                       output_tokens=2)
+    v = evaluate(th.gate("long_context_ttft"), RunResult([*recs[:1], ok]), thresholds=th)
+    assert v.outcome == "error" and "1/2 requests failed" in v.summary()
+    with pytest.raises(GateFailure, match="ERROR"):
+        raise GateFailure(v)
