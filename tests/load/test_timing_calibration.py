@@ -1,0 +1,171 @@
+"""The timing path against ground truth: scripted server in a separate process, our client here.
+
+The server stamps every chunk with ``perf_counter_ns`` right before handing it to the socket
+(CLOCK_MONOTONIC, shared across processes on Linux); the client's record must agree: same chunks,
+same order, every arrival within [send, send + TOL].
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_perfgate.engines import base
+from pytest_perfgate.engines.openai import OpenAIEngine, _parse_events, _parse_events_generic
+from pytest_perfgate.engines.rawhttp import Exchange
+from pytest_perfgate.load.records import Request, RequestRecord
+from pytest_perfgate.load.runner import run_load
+from pytest_perfgate.load.schedule import LoadConfig
+
+TOL_NS = 20_000_000
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="cross-process perf_counter_ns needs Linux")
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    assert "CLOCK_MONOTONIC" in time.get_clock_info("perf_counter").implementation
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_perfgate.calib.scripted_server", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert "scripted server on" in line, line
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def truth(url: str) -> dict[str, dict]:
+    with urllib.request.urlopen(url + "/ground_truth", timeout=10) as r:
+        return {t["client_id"]: t for t in json.loads(r.read())["requests"] if t["client_id"]}
+
+
+@pytest.mark.parametrize("transport", ["raw", "aiohttp"])
+def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) -> None:
+    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10, "transport": transport})
+    eng.start()
+    try:
+        assert eng.info()["transport"] == transport
+        n, chunks = 16, 20
+        reqs = [Request(prompt="a b c", max_tokens=chunks, api="chat" if k % 2 else "completions",
+                        extra={"perfgate": {"id": f"{transport}{k}", "ttft": 0.005 + 0.001 * k, "itl": 0.004,
+                                            "tokens_per_chunk": [1 + (j % 3) for j in range(chunks)]}})
+                for k in range(n)]
+        recs = [RequestRecord(index=k) for k in range(n)]
+
+        async def go() -> None:
+            import asyncio
+
+            await asyncio.gather(*(eng.generate(r, rec, time.perf_counter_ns) for r, rec in zip(reqs, recs, strict=True)))
+
+        base.run_sync(go())
+        gt = truth(server_url)
+        for k, rec in enumerate(recs):
+            assert rec.ok, rec.error
+            t = gt[f"{transport}{k}"]
+            assert len(rec.chunk_ns) == len(t["chunk_ns"]) == chunks
+            assert rec.chunk_tokens == t["chunk_tokens"]
+            assert rec.chunk_ns == sorted(rec.chunk_ns)
+            for got, sent in zip(rec.chunk_ns, t["chunk_ns"], strict=True):
+                assert sent <= got <= sent + TOL_NS, (got - sent) / 1e6
+            assert rec.sent_ns <= t["received_ns"]
+            assert rec.end_ns is not None and t["done_ns"] <= rec.end_ns <= t["done_ns"] + TOL_NS
+    finally:
+        eng.stop()
+
+
+def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None:
+    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10})
+    eng.start()
+    try:
+        reqs = [Request(prompt="x", max_tokens=5, extra={"perfgate": {"id": f"p{k}", "ttft": 0.002, "itl": 0.002}})
+                for k in range(30)]
+        res = run_load(eng, reqs, LoadConfig(mode="poisson", rate=200.0, num_requests=30, seed=3))
+        gt = truth(server_url)
+        for rec in res.records:
+            assert rec.ok, rec.error
+            assert rec.scheduled_ns is not None and 0 <= rec.sent_ns - rec.scheduled_ns < TOL_NS
+            t = gt[f"p{rec.index}"]
+            assert len(rec.chunk_ns) == len(t["chunk_ns"]) == 5
+            assert all(s <= c <= s + TOL_NS for c, s in zip(rec.chunk_ns, t["chunk_ns"], strict=True))
+    finally:
+        eng.stop()
+
+
+def _exchange(body: bytes, cuts: list[int], times: list[int]) -> Exchange:
+    """An exchange as _Conn would build it from ``body`` (chunked) delivered in reads split at ``cuts``."""
+    from pytest_perfgate.engines.rawhttp import _Conn
+
+    conn = _Conn()
+    ex = Exchange()
+    conn.begin(ex, iter(times).__next__, "POST", None)  # type: ignore[arg-type]
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    data = head + body
+    edges = [0, *cuts, len(data)]
+    for a, b in itertools.pairwise(edges):
+        conn.data_received(data[a:b])
+    return ex
+
+
+def test_events_are_stamped_with_the_read_that_completed_them() -> None:
+    e1, e2, e3 = b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b"}]}\n\n', b"data: [DONE]\n\n"
+    # one event per HTTP chunk, the second split across two reads
+    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in (e1, e2, e3)) + b"0\r\n\r\n"
+    head_len = len(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    split = head_len + body.index(b"b\"}") + 1
+    ex = _exchange(body, [split], [100, 200])
+    assert ex.complete
+    events, done = ex.sse_events()
+    assert [t for t, _ in events] == [100, 200] and done == 200
+    # several events in one HTTP chunk (the general path), split across reads
+    blob = e1 + e2 + e3
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(blob), blob)
+    ex = _exchange(body, [head_len + 10 + len(e1) + 3], [100, 200])
+    events, done = ex.sse_events()
+    assert [t for t, _ in events] == [100, 200] and done == 200
+    assert [ev for _, ev in events] == [e1[:-2], e2[:-2]]
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_fast_parser_agrees_with_generic(api: str) -> None:
+    def ev(obj: dict) -> bytes:
+        return b"data: " + json.dumps(obj).encode()
+
+    key = "delta" if api == "chat" else "text"
+
+    def choice(text: str | None, fin: str | None = None) -> dict:
+        c = {"index": 0, "finish_reason": fin}
+        c[key] = {"content": text} if api == "chat" else text
+        return c
+
+    streams = [
+        [ev({"choices": [choice("a")], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+         ev({"choices": [choice("bc", "length")], "usage": {"prompt_tokens": 3, "completion_tokens": 3}}),
+         ev({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 3}})],
+        [ev({"choices": [choice("a")]}), ev({"choices": [choice("")]}), ev({"choices": [choice("b", "stop")]}),
+         ev({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 5}})],
+        [ev({"choices": [choice("a")]}), ev({"error": {"message": "boom"}})],
+        [ev({"choices": [choice("a")]}), b": keep-alive", ev({"choices": [choice("b")]})],
+        [ev({"choices": [choice("a")], "usage": {"completion_tokens": 1.0}})],
+        [ev({"choices": [choice("a")]}), b'data: {"broken'],
+        [],
+    ]
+    for events in streams:
+        timed = [(i * 10, e) for i, e in enumerate(events)]
+        fast, ref = RequestRecord(index=0, end_ns=99), RequestRecord(index=0, end_ns=99)
+        _parse_events(timed, fast, api)
+        _parse_events_generic(timed, ref, api)
+        assert fast == ref
