@@ -22,7 +22,7 @@ _LAZY = {
     "Gate": ("config", "Gate"),
     "evaluate": ("verdict", "evaluate"),
     "Verdict": ("verdict", "Verdict"),
-    "GateFailure": ("verdict", "GateFailure"),
+    "GateFailure": ("failures", "GateFailure"),
     "make_samples": ("samples", "make_samples"),
     "Samples": ("samples", "Samples"),
     "Proportion": ("samples", "Proportion"),

@@ -17,8 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from .config import Thresholds
 
 SCHEMA = "pytest-perfgate/decisions/1"
@@ -126,6 +124,8 @@ def phase_entry(
 
 def merge_phases(out_dir: Path, th: Thresholds, entries: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """Replace the given phases in the stored record (keeping the others) and write it atomically."""
+    from filelock import FileLock
+
     out_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out_dir / (FILENAME + ".lock")), timeout=60):
         try:

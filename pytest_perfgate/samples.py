@@ -142,13 +142,20 @@ def make_samples(
             elif isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
                 raise SampleError(f"samples{where}: item {i} is not a number: {v!r}")
             else:
-                bases.append(to_base(float(v), u) if u else float(v))
+                try:
+                    x = float(v)
+                except OverflowError:  # an int too large for a float
+                    raise SampleError(f"samples{where}: item {i} is too large: {v!r:.40}") from None
+                bases.append(to_base(x, u) if u else x)
         u = seen or unit("")
         arr = np.asarray(bases, dtype=np.float64)
     _validate(arr, u, where)
     dens = None
     if denominators is not None:
-        dens = np.asarray(list(denominators), dtype=np.float64)
+        try:
+            dens = np.asarray(list(denominators), dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise SampleError(f"samples{where}: denominators must be numbers: {e}") from None
         if dens.shape != arr.shape:
             raise SampleError(f"samples{where}: {dens.size} denominators for {arr.size} values")
         if not np.all(np.isfinite(dens)) or np.any(dens <= 0):

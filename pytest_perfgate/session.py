@@ -11,23 +11,18 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import decisions
 from .config import Gate, Thresholds
-from .verdict import GateFailure, Verdict
+from .failures import GateFailure, GateInconclusive, PerfgateWarning
+
+if TYPE_CHECKING:
+    from .verdict import Verdict
 
 VERDICT_PROPERTY = "perfgate.verdict"
 FALLBACK_PROPERTY = "perfgate.fallback_test"
 ENGINE_PROPERTY = "perfgate.engine"
-
-
-class GateInconclusive(GateFailure):
-    """Raised for an inconclusive verdict when ``--perfgate-inconclusive=fail``."""
-
-
-class PerfgateWarning(UserWarning):
-    """An inconclusive verdict under ``--perfgate-inconclusive=warn``."""
 
 
 @dataclass

@@ -147,14 +147,6 @@ class Verdict:
         return props
 
 
-class GateFailure(AssertionError):
-    """Raised by a failing check; ``.verdict`` carries the numbers."""
-
-    def __init__(self, verdict: Verdict) -> None:
-        self.verdict = verdict
-        super().__init__(verdict.message())
-
-
 def _display_unit(gate: Gate, data: Data | None, dimension: str) -> str:
     if gate.unit is not None:
         return gate.unit

@@ -431,6 +431,10 @@ def _parse_events(events: list[tuple[int, bytes]], record: RequestRecord, api: s
                         has_text = True
                     if ch.finish_reason:
                         finish = ch.finish_reason
+                # vLLM holds back text of incomplete UTF-8 bytes: an empty delta whose cumulative
+                # completion_tokens grew still carried tokens (the first chunk may be one of them)
+                if not has_text and cum is not None and cum > cumulative:
+                    has_text = True
             if has_text:
                 chunk_ns.append(t)
                 if cum is not None and cum >= cumulative:
@@ -501,6 +505,8 @@ def _parse_events_generic(events: list[tuple[int, bytes]], record: RequestRecord
                 has_text = True
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+        if not has_text and obj.get("choices") and cum is not None and cum > cumulative:
+            has_text = True  # tokens whose text vLLM holds back (incomplete UTF-8)
         if has_text:
             chunk_ns.append(t)
             if cum is not None and cum >= cumulative:

@@ -153,11 +153,22 @@ class _Run:
 
         for i, off in enumerate(offsets.tolist()):
             at = self.start_ns + int(off)
-            delay = at - clock()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
+            await _wait_until(at)
             if not self._budget_left():
                 break
             tasks.append(asyncio.create_task(send(i, at)))
         if tasks:
             await asyncio.gather(*tasks)
+
+
+# asyncio.sleep wakes up late by up to a timer tick (~1 ms): sleep until shortly before the send
+# time, then yield to the loop until it comes (other requests keep being served meanwhile).
+_COARSE_MARGIN_NS = 1_500_000
+
+
+async def _wait_until(at_ns: int) -> None:
+    delay = at_ns - clock() - _COARSE_MARGIN_NS
+    if delay > 0:
+        await asyncio.sleep(delay / 1e9)
+    while clock() < at_ns:
+        await asyncio.sleep(0)
