@@ -91,6 +91,30 @@ def pytest_configure(config: pytest.Config) -> None:
     st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
     config.stash[STATE] = st
     config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
+    _install_sigterm(config)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"perfgate: terminated by signal {signum}")
+
+
+def _install_sigterm(config: pytest.Config) -> None:
+    """Turn SIGTERM (CI cancellation, ``timeout``, ``kill``) into KeyboardInterrupt, like Ctrl-C, so
+    that pytest finishes the session: fixtures are torn down (engines stopped, servers killed) and
+    the results are written. Only when nobody else handles SIGTERM; restored at unconfigure."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return
+        signal.signal(signal.SIGTERM, _sigterm)
+    except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+        return
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                       if signal.getsignal(signal.SIGTERM) is _sigterm else None)
 
 
 def _state(config: pytest.Config) -> RunState | None:
@@ -167,8 +191,12 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
     item = request.node
     bound = _marker_names(item, "gate")
 
-    def record(v: Verdict) -> None:
+    def record(v: Verdict, engines: list[Any]) -> None:
         d = v.to_dict()
+        if engines:
+            d["engines"] = [str(e.get("name", e.get("model", "?"))) for e in engines]
+            for e in engines:
+                item.user_properties.append((ENGINE_PROPERTY, json.dumps(dict(e), default=str)))
         item.user_properties.append((VERDICT_PROPERTY, json.dumps(d, default=str, allow_nan=False)))
         item.user_properties.extend(v.user_properties())
         st.add_verdict(item.nodeid, d)
@@ -301,27 +329,33 @@ class _Recorder:
         if not self.is_worker:
             self._flush()
 
-    def _flush(self) -> dict[str, Any] | None:
-        try:
-            return self.st.flush()
-        except OSError as e:  # never lose the test run over a results directory problem
-            import warnings
+    def _flush(self, reports: bool = True) -> dict[str, Any] | None:
+        """decisions.json, then (``reports``) gates.xml / summary.md / report.html: all atomic, after
+        every test, so a killed run leaves complete files with everything measured up to then."""
+        import warnings
 
+        try:
+            doc = self.st.flush()
+        except OSError as e:  # never lose the test run over a results directory problem
             warnings.warn(f"perfgate: could not write {self.st.out_dir}: {e}", stacklevel=1)
             return None
+        if reports and self.st.all_verdicts():
+            from .writers import write_all
+
+            phases = sorted({v["phase"] for v in self.st.all_verdicts()})
+            try:
+                written = write_all(doc, self.st.out_dir, phases=phases, inconclusive=self.st.inconclusive)
+            except Exception as e:  # the writers' own problems are reported, never fatal to the run
+                warnings.warn(f"perfgate: could not write reports in {self.st.out_dir}: {e}", stacklevel=1)
+                written = list(getattr(e, "written", []))
+            self.written = [self.st.out_dir / "decisions.json", *written]
+        return doc
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         st = self.st
         if self.is_worker or (not st.all_verdicts() and not st.fallback_tests):
             return
-        doc = self._flush()
-        if doc is None:
-            return
-        from .writers import write_all
-
-        phases = sorted({v["phase"] for v in st.all_verdicts()})
-        written = write_all(doc, st.out_dir, phases=phases, inconclusive=st.inconclusive)
-        self.written = [st.out_dir / "decisions.json", *written]
+        self._flush()
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         st = self.st

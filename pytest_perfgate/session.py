@@ -148,7 +148,7 @@ class Perfgate:
         self,
         state: RunState,
         bound_gates: Sequence[str],
-        record: Callable[[Verdict], None],
+        record: Callable[[Verdict, list[Mapping[str, Any]]], None],
         confidence: float | None = None,
         say: Callable[[str], None] | None = None,
     ) -> None:
@@ -194,7 +194,7 @@ class Perfgate:
         from .verdict import evaluate
 
         v = evaluate(self.gate(gate), data, confidence=self._confidence, thresholds=self.thresholds)
-        self._add(v)
+        self._add(v, _engine_infos(data))
         return v
 
     def check(self, data: Any, gate: str | None = None) -> Verdict:
@@ -245,6 +245,17 @@ class Perfgate:
         """The recorded (or this run's) outcome of ``phase``: verdicts, values, triggered fallbacks."""
         return self._state.decision(phase)
 
-    def _add(self, v: Verdict) -> None:
+    def _add(self, v: Verdict, engines: Sequence[Mapping[str, Any]] = ()) -> None:
         self.verdicts.append(v)
-        self._record(v)
+        self._record(v, list(engines))
+
+
+def _engine_infos(data: Any) -> list[Mapping[str, Any]]:
+    """Engine info of the run(s) a verdict was computed from, so every number traces to its engine."""
+    parts = data if isinstance(data, (tuple, list)) and len(data) == 2 else (data,)
+    out = []
+    for p in parts:
+        info = getattr(p, "engine_info", None)
+        if isinstance(info, Mapping) and info:
+            out.append(info)
+    return out

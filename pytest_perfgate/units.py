@@ -102,6 +102,8 @@ def parse_quantity(value: object) -> Quantity:
         raise UnitError(f"cannot read {value!r} as a number with a unit (example: \"150 ms\")")
     u = unit(m.group(2))
     number = float(m.group(1))
+    if not math.isfinite(number) or not math.isfinite(to_base(number, u)):
+        raise UnitError(f"not a finite number: {value!r}")
     return Quantity(to_base(number, u), u)
 
 

@@ -292,6 +292,8 @@ class ScriptedServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             return
+        except asyncio.CancelledError:  # stop() cancels hanging answers: end quietly, not a logged traceback
+            return
         finally:
             try:
                 writer.close()

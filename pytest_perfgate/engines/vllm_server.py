@@ -3,7 +3,7 @@ to it through the ``openai`` engine.
 
 Arguments: ``model`` and any vLLM server CLI argument as a mapping entry (``key`` becomes
 ``--key-with-dashes value``; ``True`` a bare flag, ``False`` ``--no-key``; a dict is passed as
-JSON; a list as several values). perfgate's own keys: ``startup_timeout`` (seconds until
+JSON; a list as several values; ``port`` is the server's port, default a free one). perfgate's own keys: ``startup_timeout`` (seconds until
 ``/health`` answers 200, default 300), ``env`` (extra environment variables for the server),
 ``api`` (``"completions"`` | ``"chat"``), ``request_timeout`` (seconds per request) and
 ``continuous_usage_stats`` (passed to the ``openai`` engine).
@@ -47,7 +47,7 @@ def cli_args(args: Mapping[str, Any]) -> list[str]:
     """vLLM server command-line arguments for ``args`` (perfgate's own keys and ``model`` left out)."""
     out: list[str] = []
     for key, value in args.items():
-        if key in OWN_KEYS or key == "model" or value is None:
+        if key in OWN_KEYS or key in ("model", "port") or value is None:
             continue
         flag = "--" + key.replace("_", "-")
         if value is True:
@@ -121,7 +121,10 @@ class VLLMServerEngine:
     def start(self) -> None:
         if self._proc is not None:
             return
-        self.port = free_port()
+        # ``port`` from the config is used as given (a port in use then fails the start with vLLM's
+        # own message); passing it through as a second --port would leave /health polled elsewhere
+        port = self.args.get("port")
+        self.port = int(port) if port is not None else free_port()
         self.command = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--host", "127.0.0.1", "--port", str(self.port), "--model", self.model,
