@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
     from .samples import Proportion, SampleError, Samples, make_samples
     from .sequential import sample_until_decided
-    from .verdict import GateFailure, Verdict, evaluate
+    from .failures import GateFailure
+    from .verdict import Verdict, evaluate
 
 
 def __getattr__(name: str) -> Any:

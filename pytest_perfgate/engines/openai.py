@@ -316,7 +316,7 @@ def _proxied(host: str) -> bool:
     proxies = urllib.request.getproxies_environment()
     if not (proxies.get("http") or proxies.get("all")):
         return False
-    return not urllib.request.proxy_bypass_environment(host, proxies)
+    return not urllib.request.proxy_bypass_environment(host, proxies)  # type: ignore[attr-defined]
 
 
 async def _read_events(
@@ -447,7 +447,7 @@ def _parse_events(events: list[tuple[int, bytes]], record: RequestRecord, api: s
                     usage_out = cum
             elif cum is not None:
                 usage_out = cum
-    except (ValueError, *_DECODE_ERRORS):
+    except (ValueError, *_DECODE_ERRORS):  # type: ignore[misc]
         _parse_events_generic(events, record, api)
         return
     _finish_record(record, events, chunk_ns, chunk_tokens, exact, usage_out, usage_in, finish)
