@@ -55,11 +55,11 @@ def _resolve(config: pytest.Config) -> PluginConfig:
     """CLI > ini > thresholds.toml > default."""
     opt = config.option
     path_s = opt.perfgate_thresholds or config.getini("perfgate_thresholds")
+    path: Path | None
     if path_s:
-        path: Path | None = Path(path_s)
-        if not path.is_absolute():
-            base = config.invocation_params.dir if opt.perfgate_thresholds else config.rootpath
-            path = base / path
+        given = Path(path_s)
+        base = config.invocation_params.dir if opt.perfgate_thresholds else config.rootpath
+        path = given if given.is_absolute() else base / given
     else:
         default = config.rootpath / "thresholds.toml"
         path = default if default.exists() else None
@@ -87,6 +87,14 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"perfgate: {e}") from None
     for ph in th.phases.values():
         config.addinivalue_line("markers", f"{ph.name}: perfgate phase: {ph.title or ph.name}")
+    from .config import BUILTIN_ENGINES
+
+    for v in pc.engine or []:
+        name = v.partition("=")[2] if "=" in v else v
+        if name.strip() not in th.engines and name.strip() not in BUILTIN_ENGINES:
+            known = ", ".join([*th.engines, *BUILTIN_ENGINES])
+            raise pytest.UsageError(f"perfgate: --perfgate-engine {v}: no [engines.{name.strip()}] in "
+                                    f"{th.path.name} (engines: {known})")
     inconclusive = pc.inconclusive or th.settings.inconclusive
     st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
     config.stash[STATE] = st
@@ -176,6 +184,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         triggered, why = st.triggered(f)
         if not triggered:
             pytest.skip(f"fallback {f}: {why}")
+    _tell_dependencies(item, st)
+
+
+def _tell_dependencies(item: pytest.Item, st: RunState) -> None:
+    """A test of a phase whose ``depends_on`` phase failed (in this run or the recorded decisions)
+    is told so: a warning on the test and a ``perfgate.depends_on`` property."""
+    from .failures import PerfgateWarning
+
+    phases = {st.thresholds.gates[g].phase for g in _marker_names(item, "gate") if g in st.thresholds.gates}
+    for ph in sorted(phases):
+        for dep in st.thresholds.phases[ph].depends_on:
+            d = st.decision(dep)
+            if d is None:
+                msg = f"phase {ph} depends on {dep}, which has no recorded decision yet"
+            elif d.get("outcome") in ("failed", "fallback", "inconclusive"):
+                msg = (f"phase {ph} depends on {dep}, whose recorded outcome is {d['outcome'].upper()} "
+                       f"(run {d.get('run_id')}, triggered: {', '.join(d.get('triggered_fallbacks', [])) or 'none'}); "
+                       f"see perfgate.decision({dep!r})")
+            else:
+                continue
+            item.user_properties.append(("perfgate.depends_on", msg))
+            item.warn(PerfgateWarning(msg))
 
 
 @pytest.fixture
@@ -274,7 +304,11 @@ def perfgate_engine(request: pytest.FixtureRequest, perfgate_engines: Any) -> An
     try:
         engine = perfgate_engines.get(name)
     except EngineError as e:
-        pytest.fail(str(e), pytrace=False)
+        failure = str(e)
+    else:
+        failure = None
+    if failure is not None:  # outside the except block: the message once, no exception chain
+        pytest.fail(failure, pytrace=False)
     record_engine(request.node, engine)
     return engine
 
@@ -291,7 +325,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     st = _state(item.config)
     if st is not None and report.when == "call":
-        lines = [json.loads(v)["summary"] for k, v in item.user_properties if k == VERDICT_PROPERTY]
+        lines = [json.loads(v)["summary"] for k, v in item.user_properties if k == VERDICT_PROPERTY and isinstance(v, str)]
         if lines:
             report.sections.append(("perfgate verdicts", "\n".join(lines)))
     return report

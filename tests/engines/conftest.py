@@ -154,6 +154,7 @@ def tools() -> SimpleNamespace:
         token_prompt=token_prompt,
         check_stream=check_stream,
         spec_deltas=spec_deltas,
+        inproc_args=inproc_args,
         MAX_MODEL_LEN=MAX_MODEL_LEN,
         NUM_SPEC_TOKENS=NUM_SPEC_TOKENS,
     )
