@@ -70,7 +70,7 @@ class Verdict:
     def ci_text(self) -> str:
         if self.method == "single":
             return "single measurement"
-        pct = f"{self.confidence * 100:g}%"
+        pct = f"{self.confidence * 100:.4g}%"
         return f"{pct} CI {self.fmt(self.lower)} - {self.fmt(self.upper)}, n={self.n}"
 
     def summary(self) -> str:
@@ -86,7 +86,12 @@ class Verdict:
         if self.baseline is not None:
             imp = self.improvement
             line += f" (baseline {self.fmt(self.baseline)}"
-            line += f", {imp * 100:+.0f}% better)" if imp is not None else ")"
+            if imp is None:
+                line += ")"
+            elif imp >= 0:
+                line += f", {imp * 100:.0f}% better)"
+            else:
+                line += f", {-imp * 100:.0f}% worse)"
         if self.band:
             line += f" [band: {self.band}]"
         if self.outcome == "inconclusive":

@@ -311,7 +311,7 @@ def baseline_text(v: Mapping[str, Any]) -> str:
     text = shown(v, "baseline")
     imp = number(v.get("improvement"))
     if imp is not None:
-        text += f" ({imp * 100:+.0f}% better)"
+        text += f" ({imp * 100:.0f}% better)" if imp >= 0 else f" ({-imp * 100:.0f}% worse)"
     return text
 
 

@@ -205,7 +205,7 @@ def test_gate_table_fallbacks_and_fallback_tests() -> None:
     p = parse(html_writer.render(make_doc()))
     body = "".join(p.text)
     for needle in ("long_context_ttft[2]", "212 ms", "95% CI 200 ms - 230 ms, n=500", "max 150 ms",
-                   "320 ms (+34% better)", "pass (band: large gain)", "inconclusive (need >= 1200 samples, 1100 more)",
+                   "320 ms (34% better)", "pass (band: large gain)", "inconclusive (need >= 1200 samples, 1100 more)",
                    "not evaluated in this run", "tpot_p99", "Triggered fallbacks", "Tiered KV cache",
                    "cost: page swap 30-50 ms", "docs/fallbacks.md#plan-a", "Fallback tests",
                    "perf_tests/test_fb.py::test_tiered", "ttft 180 ms", "Notes on the statistics",
