@@ -121,8 +121,11 @@ def _install_sigterm(config: pytest.Config) -> None:
         signal.signal(signal.SIGTERM, _sigterm)
     except (ValueError, OSError):  # pragma: no cover - not the main interpreter
         return
-    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                       if signal.getsignal(signal.SIGTERM) is _sigterm else None)
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is _sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    config.add_cleanup(restore)
 
 
 def _state(config: pytest.Config) -> RunState | None:
@@ -301,12 +304,11 @@ def perfgate_engine(request: pytest.FixtureRequest, perfgate_engines: Any) -> An
                 name = st.thresholds.gates[g].engine
                 break
     name = name or default or "baseline"
+    failure: str | None = None
     try:
         engine = perfgate_engines.get(name)
     except EngineError as e:
         failure = str(e)
-    else:
-        failure = None
     if failure is not None:  # outside the except block: the message once, no exception chain
         pytest.fail(failure, pytrace=False)
     record_engine(request.node, engine)
@@ -324,11 +326,55 @@ def record_engine(item: pytest.Item, engine: Any) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     st = _state(item.config)
+    if st is not None and report.failed and report.when in ("setup", "call"):
+        _unevaluated_gates_error(item, call, report, st)
     if st is not None and report.when == "call":
         lines = [json.loads(v)["summary"] for k, v in item.user_properties if k == VERDICT_PROPERTY and isinstance(v, str)]
         if lines:
             report.sections.append(("perfgate verdicts", "\n".join(lines)))
     return report
+
+
+def _unevaluated_gates_error(item: pytest.Item, call: pytest.CallInfo[None], report: Any, st: RunState) -> None:
+    """A gate test that failed before any verdict of its gate (engine failed to start, every request
+    failed, an exception in the test) records an "error" verdict for each such gate, with the cause:
+    the phase is then failed, never passed or "not run" for lack of data."""
+    from .failures import GateFailure
+
+    if call.excinfo is not None and isinstance(call.excinfo.value, GateFailure):
+        return  # the test failed on a gate's own verdict
+    try:
+        gates = _marker_names(item, "gate")
+    except pytest.UsageError:
+        return
+    done = {json.loads(v).get("gate") for k, v in item.user_properties if k == VERDICT_PROPERTY and isinstance(v, str)}
+    missing = [g for g in dict.fromkeys(gates) if g in st.thresholds.gates and g not in done]
+    if not missing:
+        return
+    if call.excinfo is not None and not isinstance(call.excinfo.value, pytest.fail.Exception):
+        cause = call.excinfo.exconly()
+    else:
+        cause = str(call.excinfo.value) if call.excinfo is not None else report.longreprtext
+    cause = " ".join(cause.split())
+    if len(cause) > 500:
+        cause = cause[:500] + "..."
+    from .verdict import Verdict
+
+    th = st.thresholds
+    for name in missing:
+        g = th.gates[name]
+        v = Verdict(
+            gate=g.name, phase=g.phase, outcome="error", metric=g.metric, statistic=g.statistic.text,
+            observed=float("nan"), lower=float("nan"), upper=float("nan"), n=0,
+            confidence=g.confidence or th.settings.confidence, method="none", unit=g.unit or "",
+            direction=g.direction, threshold=g.threshold.base if g.threshold else None,
+            baseline=g.baseline.base if g.baseline else None, fallbacks=g.fallbacks,
+            note=f"the test failed before the gate was evaluated ({report.when}): {cause}",
+        )
+        prop = (VERDICT_PROPERTY, json.dumps(v.to_dict(), default=str, allow_nan=False))
+        item.user_properties.append(prop)
+        if report.user_properties is not item.user_properties:
+            report.user_properties.append(prop)
 
 
 class _Recorder:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Future
@@ -64,6 +65,32 @@ class Engine(Protocol):
 
 
 EngineFactory = Callable[[str, Mapping[str, Any]], Engine]
+
+_SECRET = re.compile(r"(?:^|[-_])(?:key|token|secret|password|passwd|auth|credentials?)(?:$|[-_])", re.IGNORECASE)
+
+
+def redact_args(value: Any, secret: bool = False) -> Any:
+    """Engine arguments fit for results and logs: the values of secret-looking keys (``api_key``,
+    ``HF_TOKEN`` in an ``env`` table, ...) become ``"***"``, at any depth."""
+    if isinstance(value, Mapping):
+        return {k: redact_args(v, secret or bool(_SECRET.search(str(k)))) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_args(v, secret) for v in value]
+    return "***" if secret and value is not None else value
+
+
+def redact_command(command: list[str]) -> list[str]:
+    """A command line with the value after a secret-looking ``--flag`` (``--api-key X``) masked."""
+    out: list[str] = []
+    for i, a in enumerate(command):
+        prev = command[i - 1] if i else ""
+        if prev.startswith("--") and "=" not in prev and _SECRET.search(prev):
+            out.append("***")
+        elif a.startswith("--") and "=" in a and _SECRET.search(a.split("=", 1)[0]):
+            out.append(a.split("=", 1)[0] + "=***")
+        else:
+            out.append(a)
+    return out
 
 # kind -> "module:function" (imported lazily so that listing kinds costs nothing)
 _REGISTRY: dict[str, str] = {

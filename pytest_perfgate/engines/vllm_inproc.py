@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..load.records import Request, RequestRecord
-from .base import Clock, EngineError, run_sync
+from .base import Clock, EngineError, redact_args, run_sync
 
 KIND = "vllm"
 _ids = itertools.count()
@@ -185,7 +185,7 @@ class VLLMEngine:
             "kind": KIND,
             "vllm_version": vllm.__version__,
             "model": self.args.get("model"),
-            "args": dict(self.args),
+            "args": redact_args(dict(self.args)),
             "resolved": dict(self._resolved),
             "device": device_name(),
         }

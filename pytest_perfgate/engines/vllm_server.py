@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..load.records import Request, RequestRecord
-from .base import Clock, EngineError
+from .base import Clock, EngineError, redact_args, redact_command
 
 KIND = "vllm-server"
 OWN_KEYS = frozenset({"startup_timeout", "env", "api", "request_timeout", "continuous_usage_stats"})
@@ -172,7 +172,7 @@ class VLLMServerEngine:
             time.sleep(0.5)
 
     def _failure(self, what: str) -> str:
-        return f"[engines.{self.name}] {what}; command: {' '.join(self.command)}\n--- last lines of the server log ---\n{self.log_tail()}"
+        return f"[engines.{self.name}] {what}; command: {' '.join(redact_command(self.command))}\n--- last lines of the server log ---\n{self.log_tail()}"
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last ``lines`` lines of the server's log (empty when there is none)."""
@@ -231,8 +231,8 @@ class VLLMServerEngine:
             name=self.name,
             kind=KIND,
             model=self.model,
-            args=dict(self.args),
-            command=list(self.command),
+            args=redact_args(dict(self.args)),
+            command=redact_command(list(self.command)),
             vllm_version=vllm_version(),
             device=device_name(),
             start_seconds=self.start_seconds,

@@ -3,10 +3,11 @@
 Order of a run: warm-up requests (sequential, recorded with ``warmup=True`` and excluded from
 metrics), counter snapshot, the measured requests (closed loop for ``sequential``/``concurrency``,
 the precomputed open-loop schedule for ``poisson``/``gamma``), counter snapshot. Budgets: no new
-request after ``num_requests`` or ``max_seconds`` (in-flight requests finish under the engine's
-own per-request timeout). ``stop(partial_result) -> bool`` is asked after each finished request
-(sequential sampling: stop as soon as the verdict is decided); it runs on the engine loop, so keep
-it cheap.
+request after ``num_requests`` or ``max_seconds``; in-flight requests finish under the engine's
+own per-request timeout, or are cancelled ``drain_seconds`` after ``max_seconds`` when that is set
+(recorded as errors: ``"run budget exhausted: ..."``). ``stop(partial_result) -> bool`` is asked
+after each finished request (sequential sampling: stop as soon as the verdict is decided); it runs
+on the engine loop, so keep it cheap.
 """
 
 from __future__ import annotations
@@ -69,8 +70,16 @@ class _Run:
         rec = RequestRecord(index=i, tag=req.tag, scheduled_ns=scheduled_ns, warmup=warmup,
                             expected_prompt_tokens=req.prompt_tokens)
         self.records.append(rec)
+        drain = self.config.drain_seconds
         try:
-            await self.engine.generate(req, rec, clock)
+            if warmup or drain is None or self.deadline_ns is None:
+                await self.engine.generate(req, rec, clock)
+            else:  # hard end of the run: time budget + drain, whatever the per-request timeout
+                left = (self.deadline_ns + int(drain * 1e9) - clock()) / 1e9
+                await asyncio.wait_for(self.engine.generate(req, rec, clock), max(left, 0.0))
+        except TimeoutError:
+            rec.error = (f"run budget exhausted: cancelled {drain:g} s after the run's time budget "
+                         f"({self.config.max_seconds:g} s)")
         except Exception as e:  # the protocol says never raise; a broken engine must not end the run
             rec.error = f"engine raised: {type(e).__name__}: {e}"
         if not warmup:

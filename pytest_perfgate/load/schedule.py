@@ -38,6 +38,9 @@ class LoadConfig:
     warmup: int = 0  # warm-up requests sent (sequentially) before the measured run
     seed: int = 0
     gauge_interval: float | None = None  # seconds between gauge polls during the run (None: off)
+    # after max_seconds, how long requests in flight may still run before they are cancelled and
+    # recorded as errors (None: until the engine's own per-request timeout)
+    drain_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -59,6 +62,10 @@ class LoadConfig:
             raise LoadConfigError(f"max_seconds must be > 0, got {self.max_seconds}")
         if self.gauge_interval is not None and not self.gauge_interval > 0:
             raise LoadConfigError(f"gauge_interval must be > 0, got {self.gauge_interval}")
+        if self.drain_seconds is not None and not self.drain_seconds >= 0:
+            raise LoadConfigError(f"drain_seconds must be >= 0, got {self.drain_seconds}")
+        if self.drain_seconds is not None and self.max_seconds is None:
+            raise LoadConfigError("drain_seconds needs max_seconds (the time budget it extends)")
 
     @property
     def open_loop(self) -> bool:

@@ -1,0 +1,112 @@
+"""Nothing is left running: a real pytest run with a ``vllm-server`` engine (tiny models),
+interrupted with SIGINT in the middle of a measurement, leaves no process, no listening port and
+no temporary file of the plugin behind -- and keeps the verdict measured before the interrupt."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from reliability_helpers import closed_port, listening, perfgate_temp_files, tagged_processes
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+from pathlib import Path
+import pytest
+from pytest_perfgate.load.records import Request
+from pytest_perfgate.load.schedule import LoadConfig
+
+PROMPT = tuple(range(10, 74))
+
+@pytest.mark.gate("ttft")
+@pytest.mark.engine("srv")
+def test_first(perfgate, perfgate_engine, perfgate_engines):
+    run = perfgate_engines.run("srv", [Request(PROMPT, 8)], LoadConfig(num_requests=8))
+    perfgate.check(run)
+
+@pytest.mark.engine("srv")
+def test_long(perfgate_engine, perfgate_engines):
+    def progress(done, total, seconds):
+        if done == 3:
+            Path("measuring").write_text("1")
+    from pytest_perfgate.load.runner import run_load
+    run_load(perfgate_engine, [Request(PROMPT, 64)], LoadConfig(num_requests=100_000), progress)
+"""
+
+
+def _listening_of(tag: str) -> list[int]:
+    """Loopback ports in LISTEN state owned by processes carrying the tag."""
+    psutil = pytest.importorskip("psutil")
+    pids = {int(p.split(":")[0]) for p in tagged_processes(tag)}
+    return sorted(c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.pid in pids)
+
+
+@pytest.mark.engine
+def test_sigint_mid_measurement_leaves_nothing_behind(pytester: pytest.Pytester) -> None:
+    port = closed_port()
+    tag = uuid.uuid4().hex
+    tmp = Path(tempfile.mkdtemp(prefix="reliability-tmp-"))
+    pytester.makefile(".toml", thresholds=f"""
+[phases.p]
+[gates.ttft]
+phase = "p"
+metric = "ttft"
+statistic = "mean"
+max = "60 s"
+
+[engines.srv]
+kind = "vllm-server"
+model = "embedded:target"
+port = {port}
+dtype = "float32"
+max_model_len = 512
+gpu_memory_utilization = 0.3
+startup_timeout = 300
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }}
+""")
+    pytester.makepyfile(test_engine=TESTS)
+    assert tagged_processes(tag) == [] and not listening(port)
+    env = {**os.environ, "PERFGATE_TEST_TAG": tag, "TMPDIR": str(tmp), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s"], cwd=pytester.path,
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        t = time.monotonic()
+        while not (pytester.path / "measuring").exists():
+            assert proc.poll() is None, proc.communicate()[0][-5000:]
+            assert time.monotonic() - t < 400, "the measurement never started"
+            time.sleep(0.2)
+        during = tagged_processes(tag)
+        assert any("vllm.entrypoints.openai.api_server" in p for p in during), during
+        assert listening(port) and port in _listening_of(tag)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:  # pragma: no cover - keep the machine clean whatever happens
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-5000:]
+    # nothing left: processes (the server's whole group), the port, the plugin's temp files
+    deadline = time.monotonic() + 10
+    while tagged_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert tagged_processes(tag) == [], out[-3000:]
+    assert not listening(port)
+    assert perfgate_temp_files(tmp) == []
+    shutil.rmtree(tmp, ignore_errors=True)
+    # nothing lost: the verdict measured before the interrupt is in every result file
+    res = pytester.path / "perfgate-results"
+    d = json.loads((res / "decisions.json").read_text())["phases"]["p"]
+    assert [(v["gate"], v["outcome"], v["n"]) for v in d["verdicts"]] == [("ttft", "pass", 8)]
+    assert d["engines"] and d["engines"][0]["kind"] == "vllm-server"
+    assert ET.parse(res / "gates.xml").getroot().find(".//testcase[@name='ttft']") is not None
