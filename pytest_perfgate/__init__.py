@@ -34,9 +34,9 @@ __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
+    from .failures import GateFailure
     from .samples import Proportion, SampleError, Samples, make_samples
     from .sequential import sample_until_decided
-    from .failures import GateFailure
     from .verdict import Verdict, evaluate
 
 

@@ -171,6 +171,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             phases.update(g.phase for g in th.gates.values() if f in g.fallbacks)
         for ph in sorted(phases):
             item.add_marker(ph)
+        if phases:
+            # with pytest-xdist --dist loadgroup, a phase's gate and fallback tests share one worker
+            # (and its engine), in order, so fallbacks see the verdicts that trigger them
+            item.add_marker(pytest.mark.xdist_group(name="perfgate-" + "+".join(sorted(phases))))
     if errors:
         raise pytest.UsageError("perfgate: bad markers:\n  " + "\n  ".join(errors))
     # gate tests before the fallback tests they can trigger (stable otherwise)

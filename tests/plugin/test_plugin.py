@@ -163,7 +163,8 @@ def test_no_thresholds_file_plugin_is_quiet(pytester: pytest.Pytester) -> None:
 def test_xdist_verdicts_reach_controller(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("xdist")
     monkeypatch.setenv("TTFT_MS", "212")
-    r = project.runpytest_subprocess("-m", "phase1", "-n", "2", "-p", "xdist")
+    r = project.runpytest_subprocess("-m", "phase1", "-n", "2", "-p", "xdist", "--dist", "loadgroup")
+    r.assert_outcomes(passed=2, failed=1)  # acceptance + plan A: same worker as the gate that triggers it
     d = decisions(project)["phases"]["phase1"]
     assert {v["gate"] for v in d["verdicts"]} == {"long_context_ttft", "acceptance"}
     assert d["triggered_fallbacks"] == ["tiered_kv_cache"]
