@@ -71,7 +71,12 @@ class OpenAIEngine:
         if self.api not in ("completions", "chat"):
             raise EngineError(f"engine {name!r}: api must be 'completions' or 'chat', got {self.api!r}")
         self.api_key_env: str | None = args.get("api_key_env")
-        self.timeout = float(args.get("timeout", 600.0))
+        try:
+            self.timeout = float(args.get("timeout", 600.0))
+        except (TypeError, ValueError):
+            raise EngineError(f"[engines.{name}] timeout: must be a number of seconds, got {args.get('timeout')!r}") from None
+        if not self.timeout > 0:
+            raise EngineError(f"[engines.{name}] timeout: must be > 0, got {self.timeout}")
         self.metrics_path = str(args.get("metrics_path", "/metrics"))
         self.tokenizer_name = str(args.get("tokenizer") or self.model)
         self.continuous_usage_stats = bool(args.get("continuous_usage_stats", True))
@@ -89,7 +94,13 @@ class OpenAIEngine:
         self.transport = str(args.get("transport", "auto"))
         if self.transport not in ("auto", "raw", "aiohttp"):
             raise EngineError(f"engine {name!r}: transport must be 'auto', 'raw' or 'aiohttp', got {self.transport!r}")
-        url = urlsplit(self.base_url)
+        try:
+            url = urlsplit(self.base_url)
+            url.port  # noqa: B018 - raises for a bad port
+        except ValueError as e:
+            raise EngineError(f"[engines.{name}] base_url: cannot parse {self.base_url!r}: {e}") from None
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise EngineError(f"[engines.{name}] base_url: need http(s)://host[:port], got {self.base_url!r}")
         self._path_prefix = url.path.rstrip("/")
         self._raw: RawClient | None = None
         self._trust_env = False
@@ -243,7 +254,7 @@ class OpenAIEngine:
                 async with session.post(url, data=payload) as resp:
                     if resp.status >= 400:
                         body = (await resp.read()).decode("utf-8", "replace")
-                        body = " ".join(self._redact(body).split())
+                        body = " ".join(self._redact(body).translate(_CONTROL).split())
                         if len(body) > _BODY_LIMIT:
                             body = body[:_BODY_LIMIT] + "..."
                         record.error = f"HTTP {resp.status}: {body}"
@@ -279,6 +290,16 @@ class OpenAIEngine:
             if events:
                 _parse_events(events, record, api)
             return
+        except asyncio.CancelledError:
+            # cancelled from outside (run budget, Ctrl-C): keep the chunks already received
+            if live and live[-1].head_done and live[-1].status < 400:
+                events = live[-1].sse_events()[0]
+                record.error = f"cancelled: the run ended this request after {len(events)} events"
+                if events:
+                    _parse_events(events, record, api)
+            else:
+                record.error = "cancelled: the run ended this request before an answer"
+            raise
         except ConnectError as e:
             record.error = f"{'connection refused' if e.refused else 'cannot connect'}: {e.host}:{e.port}"
             return
@@ -289,7 +310,7 @@ class OpenAIEngine:
             record.error = "connection closed mid-stream: server disconnected after 0 events"
             return
         if ex.status >= 400:
-            body = " ".join(self._redact(ex.body().decode("utf-8", "replace")).split())
+            body = " ".join(self._redact(ex.body().decode("utf-8", "replace")).translate(_CONTROL).split())
             if len(body) > _BODY_LIMIT:
                 body = body[:_BODY_LIMIT] + "..."
             record.error = f"HTTP {ex.status}: {body}"
@@ -578,8 +599,12 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
+_CONTROL = {c: " " for c in [*range(0x00, 0x20), 0x7F]}
+
+
 def _short(b: bytes, limit: int = 80) -> str:
-    s = " ".join(b.decode("utf-8", "replace").split())
+    """One printable line: control characters (ESC, NUL, ...) become spaces, whitespace folds."""
+    s = " ".join(b.decode("utf-8", "replace").translate(_CONTROL).split())
     return s if len(s) <= limit else s[:limit] + "..."
 
 

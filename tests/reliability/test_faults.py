@@ -131,12 +131,19 @@ def test_http_error_body_is_in_the_cause(scripted: ScriptedServer) -> None:
     assert "maximum context length is 512" in (run.records[0].error or "")
 
 
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "nonsense", "http://[::1", "http://127.0.0.1:notaport"])
+def test_bad_base_url_is_an_engine_error(url: str) -> None:
+    from pytest_perfgate.engines.base import EngineError
+
+    with pytest.raises(EngineError, match=r"\[engines\.\w+\] base_url"):
+        make_engine(url, timeout=5)
+
+
 @pytest.mark.parametrize(
     ("url", "cause"),
     [
         ("refused", "connection refused"),
         ("http://no-such-host.invalid:8000", "cannot connect"),
-        ("ftp://127.0.0.1:1", "connection error"),
     ],
 )
 def test_connection_faults(th: Thresholds, url: str, cause: str) -> None:
