@@ -10,6 +10,7 @@ of samples); a clear pass stops at the first look where the rule allows a pass.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .config import Gate, Thresholds
-from .samples import Samples, make_samples
+from .samples import MetricSource, Samples, make_samples
 from .units import Unit
 from .verdict import Verdict, evaluate
 
@@ -42,7 +43,7 @@ class SequentialResult:
     verdict: Verdict
     samples: Samples
     looks: int
-    stopped_by: str  # "decided" | "max_samples" | "max_seconds"
+    stopped_by: str  # "decided" | "max_samples" | "max_seconds" | "errors" (error budget exceeded)
     per_look_confidence: float
 
 
@@ -58,8 +59,9 @@ def sample_until_decided(
     clock: Callable[[], float] = time.monotonic,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> SequentialResult:
-    """Call ``draw()`` (returning a number, a list of numbers, or :class:`Samples`) until ``gate``
-    is decided at the planned looks, ``max_samples`` samples exist, or ``max_seconds`` elapse."""
+    """Call ``draw()`` (returning a number, a list of numbers, :class:`Samples` or a run result)
+    until ``gate`` is decided at the planned looks, ``max_samples`` samples exist, ``max_seconds``
+    elapse, or (for run results) the failed requests exceed the gate's error budget."""
     settings = thresholds.settings if thresholds else None
     max_n = max_samples or gate.max_samples or (settings.max_samples if settings else 10_000)
     max_s = max_seconds or gate.max_seconds or (settings.max_seconds if settings else 600.0)
@@ -73,8 +75,19 @@ def sample_until_decided(
     verdict: Verdict | None = None
     stopped = "max_samples"
     looked = 0
+    runs = _RunErrors()
     while len(values) < max_n:
         got = draw()
+        if isinstance(got, MetricSource) and not isinstance(got, Samples):
+            # a run result: its failed requests count against the gate's error budget
+            runs.add(got)
+            err = runs.verdict(gate, thresholds, c)
+            if err is not None:
+                return SequentialResult(err, Samples(np.asarray(values), shown or runs.unit(gate), gate.name),
+                                        looked, "errors", c_look)
+            if not getattr(got, "successful", True):
+                continue
+            got = got.perfgate_data(gate.metric)
         s = got if isinstance(got, Samples) else make_samples(_as_list(got), unit, label=gate.name)
         shown = shown or s.unit
         if shown.dimension != s.unit.dimension:
@@ -100,6 +113,38 @@ def sample_until_decided(
     if verdict is None or verdict.n != data.n:
         verdict = evaluate(gate, data, confidence=c_look, thresholds=thresholds)
     return SequentialResult(verdict, data, looked, stopped, c_look)
+
+
+class _RunErrors:
+    """Failed requests pooled over the run results that ``draw()`` returned."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def add(self, run: Any) -> None:
+        self.records.extend(getattr(run, "measured", []))
+
+    @property
+    def measured(self) -> list[Any]:
+        return self.records
+
+    def errors(self) -> Counter[str]:
+        from .load.result import error_cause
+
+        return Counter(error_cause(r.error) for r in self.records if r.error is not None)
+
+    def verdict(self, gate: Gate, thresholds: Thresholds | None, c: float) -> Verdict | None:
+        from .verdict import error_verdict
+
+        return error_verdict(gate, self, thresholds, c)
+
+    @staticmethod
+    def unit(gate: Gate) -> Unit:
+        from .metrics import lookup
+        from .units import DIMENSION_DEFAULT_UNIT, unit
+
+        m = lookup(gate.metric)
+        return unit(DIMENSION_DEFAULT_UNIT.get(m.dimension if m else "number", ""))
 
 
 def _as_list(got: Any) -> list[Any]:

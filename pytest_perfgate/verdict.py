@@ -176,11 +176,9 @@ def evaluate(
     """
     c = confidence or gate.confidence or (thresholds.settings.confidence if thresholds else 0.95)
     fb_info = tuple(thresholds.fallbacks[f] for f in gate.fallbacks) if thresholds else ()
-    allowed = gate.max_error_rate if gate.max_error_rate is not None else (
-        thresholds.settings.max_error_rate if thresholds else 0.0)
-    err = _error_verdict(gate, data, allowed, c)
+    err = error_verdict(gate, data, thresholds, c)
     if err is not None:
-        return _finish(gate, err, fb_info)
+        return err
     if gate.compare:
         v = _evaluate_compare(gate, data, c)
     else:
@@ -197,6 +195,18 @@ def _run_errors(data: Any) -> tuple[int, int, Counter[str]] | None:
         return None
     causes = errors()
     return sum(causes.values()), len(measured), causes
+
+
+def error_verdict(gate: Gate, data: Any, thresholds: Thresholds | None, c: float) -> Verdict | None:
+    """The "error" verdict of ``data`` (a run result, or a pair for comparisons) when its failed
+    requests exceed the gate's error budget (``max_error_rate``, default 0), else None."""
+    allowed = gate.max_error_rate if gate.max_error_rate is not None else (
+        thresholds.settings.max_error_rate if thresholds else 0.0)
+    err = _error_verdict(gate, data, allowed, c)
+    if err is None:
+        return None
+    fb_info = tuple(thresholds.fallbacks[f] for f in gate.fallbacks) if thresholds else ()
+    return _finish(gate, err, fb_info)
 
 
 def _error_verdict(gate: Gate, data: Any, allowed: float, c: float) -> dict[str, Any] | None:

@@ -55,3 +55,31 @@ def test_sequential_false_pass_rate(th: Thresholds) -> None:
         r = sample_until_decided(lambda b=block: next(b), gate, max_samples=600, thresholds=th, unit="ms")
         passes += r.verdict.outcome == "pass"
     assert passes / trials <= 0.05
+
+
+def test_draws_of_failed_runs_end_in_an_error_verdict(th: Thresholds) -> None:
+    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.load.result import RunResult
+
+    calls = []
+
+    def draw() -> RunResult:
+        calls.append(1)
+        return RunResult([RequestRecord(index=len(calls), sent_ns=0, error="HTTP 503: overloaded")])
+
+    r = sample_until_decided(draw, th.gate("long_context_ttft"), max_samples=100, thresholds=th)
+    assert r.stopped_by == "errors" and r.verdict.outcome == "error" and len(calls) == 1
+    assert "1/1 requests failed (1 x HTTP 503)" in r.verdict.summary()
+
+
+def test_draws_of_good_runs_are_sampled(th: Thresholds) -> None:
+    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.load.result import RunResult
+
+    def draw() -> RunResult:
+        rec = RequestRecord(index=0, sent_ns=0, chunk_ns=[900_000_000, 910_000_000], chunk_tokens=[1, 1],
+                            end_ns=910_000_000, output_tokens=2)
+        return RunResult([rec])
+
+    r = sample_until_decided(draw, th.gate("long_context_ttft"), max_samples=100, thresholds=th)
+    assert r.verdict.outcome == "fail" and r.samples.n == 5 and r.verdict.observed == 0.9
