@@ -76,7 +76,8 @@ def quantile_bounds(x: Array, q: float, c: float) -> Bounds:
     part = np.partition(x, ks) if ks else x
     lower = float(part[k_lo - 1]) if k_lo is not None else -math.inf
     upper = float(part[k_hi - 1]) if k_hi is not None else math.inf
-    observed = float(np.quantile(x, q, method="linear")) if n > 1 else float(x[0])
+    # the empirical quantile X_(ceil(nq)): an order statistic, consistent with its bounds
+    observed = float(np.quantile(x, q, method="inverted_cdf"))
     return Bounds(observed, lower, upper, "order-statistic")
 
 
@@ -247,7 +248,7 @@ def resample_stat(
             out[start : start + m] = xs.mean(axis=1)
         elif stat_kind == "quantile":
             assert q is not None
-            out[start : start + m] = np.quantile(xs, q, axis=1)
+            out[start : start + m] = np.quantile(xs, q, axis=1, method="inverted_cdf")
         else:
             out[start : start + m] = xs.mean(axis=1)
     return out

@@ -344,7 +344,7 @@ def _point(st_kind: str, q: float | None, d: Data) -> float:
     if d.denominators is not None:
         return float(d.values.sum() / d.denominators.sum())
     if st_kind == "quantile" and q is not None:
-        return float(np.quantile(d.values, q))
+        return float(np.quantile(d.values, q, method="inverted_cdf"))
     return float(np.mean(d.values))
 
 
