@@ -8,15 +8,14 @@ the same directory don't corrupt it (each only replaces the phases it ran).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write_text
 from .config import Thresholds
 
 SCHEMA = "pytest-perfgate/decisions/1"
@@ -43,20 +42,7 @@ def new_run_id() -> str:
 
 
 def atomic_write_json(path: Path, doc: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2, sort_keys=False, allow_nan=False, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_text(path, json.dumps(doc, indent=2, allow_nan=False, default=str))
 
 
 def read_decisions(out_dir: Path) -> dict[str, Any]:

@@ -19,15 +19,18 @@ of the answer arrived.
 from __future__ import annotations
 
 import asyncio
+import operator
 import socket
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
+from itertools import accumulate, repeat
 from typing import Any
 
 Clock = Callable[[], int]
 
 _HEAD_LIMIT = 64 * 1024
+_LAST_CHUNK = b"0\r\n\r\n"
 _DNS_TTL_S = 300.0
 
 
@@ -49,7 +52,7 @@ class Exchange:
     """One request and its response as received: raw body reads with their arrival times."""
 
     __slots__ = ("status", "reason", "headers", "times", "reads", "spans", "complete", "lost", "keep_alive",
-                 "head_t", "_body_len")
+                 "head_t", "_body_len", "lazy", "fast")
 
     def __init__(self) -> None:
         self.status = 0
@@ -63,6 +66,10 @@ class Exchange:
         self.keep_alive = True
         self.head_t: int | None = None  # arrival of the read that completed the head
         self._body_len = 0
+        self.lazy = False  # chunked body whose framing was not walked yet (``spans`` not filled)
+        # the common case, checked in bulk at the end: (arrival of each event before [DONE], those
+        # events as received, each b"data: <one line>\n\n", arrival of [DONE] or None)
+        self.fast: tuple[list[int], bytes, int | None] | None = None
 
     @property
     def head_done(self) -> bool:
@@ -73,6 +80,7 @@ class Exchange:
 
     def body(self) -> bytes:
         """The payload (chunked framing removed) received so far."""
+        self._materialize()
         raw = b"".join(self.reads)
         if len(self.spans) == 1:
             s, e = self.spans[0]
@@ -86,8 +94,12 @@ class Exchange:
         Lines are normalised to ``\\n``. Bytes after the last separator that are not blank become
         a last event (stamped with the last read), as the aiohttp path does.
         """
+        if self.fast is not None:
+            times, data, done_ns = self.fast
+            return list(zip(times, data.split(b"\n\n")[:-1], strict=True)), done_ns
         if not self.reads:
             return [], None
+        self._materialize()
         raw = b"".join(self.reads)
         total = len(raw)
         if len(self.spans) > 1:
@@ -157,6 +169,62 @@ class Exchange:
         return events, done
 
 
+    def _bulk(self) -> bool:
+        """The whole chunked body is one ``data: `` line per HTTP chunk and the last chunk: set ``fast``.
+
+        Everything runs in C (``split``, ``count``, ``map``/``accumulate``/``bisect``), no Python
+        bytecode per chunk. Every chunk's declared size must equal the bytes between its CRLFs, so
+        this is a full check of the framing; False (nothing set) when the body has any other shape.
+        """
+        raw = b"".join(self.reads)
+        if not raw.endswith(_LAST_CHUNK):
+            return False
+        parts = raw.split(b"\r\n")  # size, payload, size, payload, ..., "0", "", ""
+        if len(parts) % 2 == 0 or parts[-3:] != [b"0", b"", b""]:
+            return False
+        hexes, payloads = parts[0:-3:2], parts[1:-3:2]
+        lens = list(map(len, payloads))
+        try:
+            if list(map(int, hexes, repeat(16))) != lens:
+                return False
+        except ValueError:  # chunk extensions, ...
+            return False
+        n = len(payloads)
+        if n == 0:
+            self.fast = ([], b"", None)
+            return True
+        done_ns: int | None = None
+        ndata = n
+        if payloads[-1] == b"data: [DONE]\n\n":
+            ndata -= 1
+        data = b"".join(payloads[:ndata])
+        # each payload is exactly one event: "data: " + a line + a blank line
+        if ndata and (not data.startswith(b"data: ") or data.count(b"\n") != 2 * ndata
+                      or data.count(b"\n\ndata: ") != ndata - 1
+                      or not all(map(bytes.endswith, payloads[:ndata], repeat(b"\n\n")))):
+            return False
+        read_ends = list(accumulate(map(len, self.reads)))
+        # chunk = size CRLF payload CRLF; an event arrives with the read holding its last payload byte
+        ends = accumulate(map(operator.add, map(operator.add, map(len, hexes), lens), repeat(4)))
+        last = map(operator.sub, ends, repeat(3))
+        times = list(map(self.times.__getitem__, map(bisect_right, repeat(read_ends), last)))
+        if ndata < n:
+            done_ns = times.pop()
+        self.fast = (times, data, done_ns)
+        return True
+
+    def _materialize(self) -> None:
+        """Walk the chunked framing of a lazily received body (fills ``spans``)."""
+        if not self.lazy:
+            return
+        self.lazy = False
+        w = _Conn()
+        w.ex, w._mode = self, 1
+        try:
+            w._chunked(b"".join(self.reads), 0)
+        except (ProtocolError, ValueError):
+            self.lost = True
+
     def _one_event_per_chunk(self, raw: bytes) -> tuple[list[tuple[int, bytes]], int | None] | None:
         """The common case (vLLM, SGLang, ...): every HTTP chunk is exactly one ``\\n\\n`` event.
 
@@ -203,6 +271,7 @@ class _Conn(asyncio.Protocol):
         self._skip = 0  # chunked: bytes to step over (payload + CRLF)
         self._line = b""  # chunked: partial size line / trailer carried to the next read
         self._pos = 0  # body bytes received (body coordinates of the next read)
+        self._tail = b""  # chunked, lazy: the body's last bytes
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -249,6 +318,20 @@ class _Conn(asyncio.Protocol):
             ex._body_len = self._pos
             mode = self._mode
             if mode == 1:
+                if ex.lazy:
+                    # nothing per chunk while the stream runs: only look whether the body may have
+                    # ended; then check the whole framing at once (C loops), or walk it in Python
+                    tail = data[-5:] if len(data) >= 5 else (self._tail + data)[-5:]
+                    self._tail = tail
+                    if tail == _LAST_CHUNK:
+                        if ex._bulk():
+                            ex.lazy = False
+                            ex.complete = True
+                            self._finish()
+                            return
+                        ex.lazy = False
+                        self._chunked(b"".join(ex.reads), 0)
+                    return
                 self._chunked(data, base)
             elif mode == 2:
                 self._left -= len(data)
@@ -297,6 +380,7 @@ class _Conn(asyncio.Protocol):
         te = headers.get("transfer-encoding", "").lower()
         if "chunked" in te:
             self._mode = 1
+            ex.lazy = True
         elif "content-length" in headers:
             self._mode = 2
             self._left = int(headers["content-length"])
@@ -365,6 +449,7 @@ class _Conn(asyncio.Protocol):
         self.ex, self.clock, self.waiter = ex, clock, waiter
         self._request_method = method
         self._mode, self._head, self._left, self._skip, self._line, self._pos = 0, b"", 0, 0, b"", 0
+        self._tail = b""
 
     def _finish(self) -> None:
         self._wake()

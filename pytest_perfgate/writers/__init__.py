@@ -19,12 +19,12 @@ naming and the texts shown for a verdict.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from ..atomic import atomic_write_text
 
 __all__ = [
     "WRITERS",
@@ -149,28 +149,6 @@ def write_all(
     return written
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically: temp file in the same directory, fsync, replace.
-
-    A reader sees either the old file or the complete new one, never a partial write.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
 
 
 # ---------------------------------------------------------------- text shared by the writers
