@@ -422,8 +422,8 @@ class ScriptedServer:
             if fault != "no_done":
                 tail += _frame(b"data: [DONE]\n\n")
             t = time.perf_counter_ns()
+            truth["done_ns"] = t  # before the write: a fast client may read the ground truth at once
             writer.write(tail + b"0\r\n\r\n")
-            truth["done_ns"] = t
             await writer.drain()
             self.counters.requests += 1
             self.counters.prompt_tokens += prompt_tokens
@@ -466,10 +466,10 @@ class ScriptedServer:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": total, "total_tokens": prompt_tokens + total},
         })
         t = time.perf_counter_ns()
-        writer.write(_head(200, b"application/json", len(body)) + body)
         truth["chunk_ns"].append(t)
         truth["chunk_tokens"].append(total)
         truth["done_ns"] = t
+        writer.write(_head(200, b"application/json", len(body)) + body)
         await writer.drain()
         return True
 

@@ -15,10 +15,15 @@ ignore it).
 from the environment (``HTTP_PROXY``/``NO_PROXY``; loopback hosts never are).
 
 The measuring path: ``clock()`` is read as soon as a network read returns, *before* anything is
-parsed (with ``raw``, first thing in ``data_received``; nothing else is woken per read); the raw
-bytes are kept with their arrival times and split into SSE events on ``b"\\n\\n"`` after the
-response is complete, each event stamped with the read that completed it; JSON parsing (msgspec
-when installed, else orjson) happens after the stream ends. Token counts per chunk come from the
+parsed (with ``raw``, first thing in ``data_received``; nothing else is woken per read). With
+``raw``, in the common case (one ``data: <line>`` SSE event per HTTP chunk: vLLM, SGLang), each
+read's complete chunks are then checked and decoded in bulk, in C loops (one ``split``, one
+msgspec call for all of the read's events, see :meth:`.rawhttp.Exchange._feed`): a few
+microseconds per read, spread over the stream, so that a run's ending streams do not pile their
+parsing onto the other streams' last chunks. Any other body shape is kept as raw reads with their
+arrival times and split into SSE events on ``b"\\n\\n"`` after the response is complete, each
+event stamped with the read that completed it, then parsed (msgspec when installed, else orjson);
+the aiohttp path parses after the stream too. Token counts per chunk come from the
 server when it says (cumulative ``usage.completion_tokens``), else one per non-empty delta,
 corrected by the final usage block (``RequestRecord.token_count_source``: ``"server"`` when the
 output-token count came from the server's usage, ``"chunks"`` when only the chunks were counted).
@@ -45,6 +50,7 @@ try:  # optional: a typed decoder is ~2x faster than orjson + dict lookups per c
 except ImportError:  # pragma: no cover - msgspec not installed
     msgspec = None  # type: ignore[assignment]
 
+_EAGER_EVENTS = 8  # a read with at most this many events is decoded in data_received (see _Counter.feed)
 _BODY_LIMIT = 200  # characters of an HTTP error body kept in record.error
 _SUMMED_LABELS = frozenset({"model_name", "engine"})
 
@@ -278,10 +284,18 @@ class OpenAIEngine:
         """The raw-transport path: one future per request, events split and parsed afterwards."""
         assert self._raw is not None
         live: list[Exchange] = []
+        counters: list[_Counter] = []
+
+        def on_exchange(ex: Exchange) -> None:
+            # parse each read's events as they come (after the read's clock): no burst at the end
+            live.append(ex)
+            counters.append(_Counter(api))
+            ex.sink = counters[-1].feed
+
         try:
             async with asyncio.timeout(self.timeout):
                 record.sent_ns = clock()
-                ex = await self._raw.request("POST", path, payload, clock, on_exchange=live.append)
+                ex = await self._raw.request("POST", path, payload, clock, on_exchange=on_exchange)
         except TimeoutError:
             events: list[tuple[int, bytes]] = []
             if live and live[-1].head_done and live[-1].status < 400:
@@ -319,7 +333,8 @@ class OpenAIEngine:
             times, data, done_ns = ex.fast
             if done_ns is not None:
                 record.end_ns = done_ns
-            _parse_data(times, data, record, api)
+            if not (counters and counters[-1].finish(record, len(times))):
+                _parse_data(times, data, record, api)
             return
         events, done_ns = ex.sse_events()
         if done_ns is not None:
@@ -441,71 +456,136 @@ def _parse_events(events: list[tuple[int, bytes]], record: RequestRecord, api: s
 def _parse_data(times: list[int], data: bytes, record: RequestRecord, api: str) -> None:
     """:func:`_parse_events` for :attr:`.rawhttp.Exchange.fast`: ``data`` is the events as received,
     each ``b"data: <one line>\\n\\n"``, checked by the client."""
-    n = len(times)
-    if _DECODE_MANY is None or n == 0 \
-            or not _parse_array(times, b"[" + data[6:-2].replace(b"\n\ndata: ", b",") + b"]", n, record, api):
+    if _DECODE_MANY is None or not times:
+        _parse_events_generic(list(zip(times, data.split(b"\n\n")[:-1], strict=True)), record, api)
+        return
+    c = _Counter(api)
+    c._decode(times, data)
+    if not c.finish(record):
         _parse_events_generic(list(zip(times, data.split(b"\n\n")[:-1], strict=True)), record, api)
 
 
 def _parse_array(times: Any, array: bytes, n: int, record: RequestRecord, api: str) -> bool:
     """Decode ``array`` (the ``n`` events' JSON as one array) and fill ``record``; False: not the fast case."""
-    assert _DECODE_MANY is not None
-    try:
-        chunks = _DECODE_MANY(array)
-    except _DECODE_ERRORS:
-        return False
-    if len(chunks) != n:  # an event held more than one JSON value
-        return False
-    chat = api == "chat"
-    chunk_ns: list[int] = []
-    chunk_tokens: list[int] = []
-    add_ns, add_tok = chunk_ns.append, chunk_tokens.append
-    exact = True
-    cumulative = 0
-    usage_out: int | None = None
-    usage_in: int | None = None
-    finish: str | None = None
-    unset = msgspec.UNSET
-    for t, c in zip(times, chunks, strict=True):
-        choices = c.choices
-        if c.error is not unset and not choices:
-            return False  # the generic path words the error
-        cum: int | None = None
-        u = c.usage
-        if u is not None:
-            cum = u.completion_tokens
-            if u.prompt_tokens is not None:
-                usage_in = u.prompt_tokens
-        has_text = False
-        if choices:
-            for ch in choices:
-                if chat:
-                    d = ch.delta
-                    text = (d.content or d.reasoning_content or d.reasoning) if d is not None else None
-                else:
-                    text = ch.text
-                if text or ch.token_ids:
+    c = _Counter(api)
+    c.feed_array(times, array, n)
+    return c.finish(record)
+
+
+class _Counter:
+    """The fast parse, fed batch by batch while the stream runs (the raw client's ``sink``).
+
+    Each batch is decoded by one call of a typed msgspec decoder (the events glued into one JSON
+    array) that reads only the fields used here. ``ok`` turns False at the first batch that is not
+    the fast case (other SSE shapes, JSON the decoder's types don't fit, an error event, no
+    msgspec); then :meth:`finish` declines and the caller runs :func:`_parse_events_generic`, which
+    gives the same answer.
+    """
+
+    __slots__ = ("chat", "chunk_ns", "chunk_tokens", "exact", "cumulative", "usage_out", "usage_in", "finish_reason",
+                 "n", "ok", "pending")
+
+    def __init__(self, api: str) -> None:
+        self.chat = api == "chat"
+        self.chunk_ns: list[int] = []
+        self.chunk_tokens: list[int] = []
+        self.exact = True
+        self.cumulative = 0
+        self.usage_out: int | None = None
+        self.usage_in: int | None = None
+        self.finish_reason: str | None = None
+        self.n = 0
+        self.ok = _DECODE_MANY is not None
+        self.pending: list[tuple[list[int], bytes]] = []  # big batches, decoded in :meth:`finish`
+
+    def feed(self, times: list[int], data: bytes) -> None:
+        """``data``: ``len(times)`` events, each ``b"data: <one line>\\n\\n"`` (checked by the client).
+
+        A read of a few events (a paced stream) is decoded at once, so that nothing piles up for
+        the end of the stream; bigger batches (chunks arriving back-to-back) wait for
+        :meth:`finish`, which keeps the client's reads few and large when it is the bottleneck.
+        """
+        if self.pending or len(times) > _EAGER_EVENTS:
+            self.pending.append((times, data))
+            return
+        self._decode(times, data)
+
+    def _decode(self, times: list[int], data: bytes) -> None:
+        if self.ok:
+            try:  # called from the client's data_received: never raise there
+                self.feed_array(times, b"[" + data[6:-2].replace(b"\n\ndata: ", b",") + b"]", len(times))
+            except Exception:  # noqa: BLE001 - the generic path will word whatever this is
+                self.ok = False
+
+    def feed_array(self, times: Any, array: bytes, n: int) -> None:
+        if not self.ok:
+            return
+        assert _DECODE_MANY is not None
+        try:
+            chunks = _DECODE_MANY(array)
+        except _DECODE_ERRORS:
+            self.ok = False
+            return
+        if len(chunks) != n:  # an event held more than one JSON value
+            self.ok = False
+            return
+        self.n += n
+        chat = self.chat
+        add_ns, add_tok = self.chunk_ns.append, self.chunk_tokens.append
+        cumulative, usage_out, usage_in, finish = self.cumulative, self.usage_out, self.usage_in, self.finish_reason
+        unset = msgspec.UNSET
+        for t, c in zip(times, chunks, strict=True):
+            choices = c.choices
+            if c.error is not unset and not choices:
+                self.ok = False  # the generic path words the error
+                return
+            cum: int | None = None
+            u = c.usage
+            if u is not None:
+                cum = u.completion_tokens
+                if u.prompt_tokens is not None:
+                    usage_in = u.prompt_tokens
+            has_text = False
+            if choices:
+                for ch in choices:
+                    if chat:
+                        d = ch.delta
+                        text = (d.content or d.reasoning_content or d.reasoning) if d is not None else None
+                    else:
+                        text = ch.text
+                    if text or ch.token_ids:
+                        has_text = True
+                    if ch.finish_reason:
+                        finish = ch.finish_reason
+                # vLLM holds back text of incomplete UTF-8 bytes: an empty delta whose cumulative
+                # completion_tokens grew still carried tokens (the first chunk may be one of them)
+                if not has_text and cum is not None and cum > cumulative:
                     has_text = True
-                if ch.finish_reason:
-                    finish = ch.finish_reason
-            # vLLM holds back text of incomplete UTF-8 bytes: an empty delta whose cumulative
-            # completion_tokens grew still carried tokens (the first chunk may be one of them)
-            if not has_text and cum is not None and cum > cumulative:
-                has_text = True
-        if has_text:
-            add_ns(t)
-            if cum is not None and cum >= cumulative:
-                add_tok(cum - cumulative)
-                cumulative = cum
-            else:
-                exact = False
-                add_tok(1)
-            if cum is not None:
+            if has_text:
+                add_ns(t)
+                if cum is not None and cum >= cumulative:
+                    add_tok(cum - cumulative)
+                    cumulative = cum
+                else:
+                    self.exact = False
+                    add_tok(1)
+                if cum is not None:
+                    usage_out = cum
+            elif cum is not None:
                 usage_out = cum
-        elif cum is not None:
-            usage_out = cum
-    _finish_record(record, n, chunk_ns, chunk_tokens, exact, usage_out, usage_in, finish)
-    return True
+        self.cumulative, self.usage_out, self.usage_in, self.finish_reason = cumulative, usage_out, usage_in, finish
+
+    def finish(self, record: RequestRecord, n_events: int | None = None) -> bool:
+        """Fill ``record``; False (record untouched) when the stream was not the fast case or, with
+        ``n_events``, when this counter did not see that many events."""
+        for times, data in self.pending:
+            self._decode(times, data)
+        self.pending = []
+        if not self.ok or (n_events is not None and self.n != n_events):
+            return False
+        _finish_record(record, self.n, self.chunk_ns, self.chunk_tokens, self.exact, self.usage_out, self.usage_in,
+                       self.finish_reason)
+        return True
 
 
 def _parse_events_generic(events: list[tuple[int, bytes]], record: RequestRecord, api: str) -> None:

@@ -3,11 +3,13 @@
 Why not aiohttp on the measuring path: every network read there passes through a stream reader,
 a future and a task switch before the caller can take a timestamp, and the caller's task is woken
 once per read. Here ``clock()`` is read first thing in :meth:`_Conn.data_received`, the bytes are
-stored as they are (one ``list.append``), and the only other work per read is stepping over the
-chunked-transfer framing (a ``find`` and an ``int`` per HTTP chunk, no copying). Nobody is woken
-until the whole response is in: the caller awaits one future per request. Splitting the body into
-SSE events, and mapping each event to the read that completed it, happens afterwards
-(:meth:`Exchange.sse_events`).
+stored as they are (one ``list.append``), and nobody is woken until the whole response is in: the
+caller awaits one future per request. A chunked body is first taken to be the common SSE shape
+(one ``data: <line>`` event per HTTP chunk): each read's complete chunks are checked and split in
+bulk, with C loops only (:meth:`Exchange._feed`), and handed to ``Exchange.sink``. At the first
+byte that does not fit, the framing is walked in Python from the start (a ``find`` and an ``int``
+per HTTP chunk, from then on per read), and splitting the body into SSE events, mapping each
+event to the read that completed it, happens afterwards (:meth:`Exchange.sse_events`).
 
 Scope: plain ``http://`` (no TLS: the ``openai`` engine keeps aiohttp for ``https`` and proxies),
 keep-alive with a pool of idle connections per client (LIFO, unlimited), ``Content-Length``,
@@ -19,18 +21,20 @@ of the answer arrived.
 from __future__ import annotations
 
 import asyncio
-import operator
 import socket
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
-from itertools import accumulate, repeat
+from itertools import repeat
 from typing import Any
 
 Clock = Callable[[], int]
 
 _HEAD_LIMIT = 64 * 1024
 _LAST_CHUNK = b"0\r\n\r\n"
+_RECV_SIZE = 256 * 1024  # as asyncio's own reads
+_NO_BUF = memoryview(b"")
+_DONE, _DONE_NOSP = b"data: [DONE]\n\n", b"data:[DONE]\n\n"
 _DNS_TTL_S = 300.0
 
 
@@ -52,7 +56,8 @@ class Exchange:
     """One request and its response as received: raw body reads with their arrival times."""
 
     __slots__ = ("status", "reason", "headers", "times", "reads", "spans", "complete", "lost", "keep_alive",
-                 "head_t", "_body_len", "lazy", "fast")
+                 "head_t", "_body_len", "lazy", "fast", "fast_times", "fast_data", "sink", "_done_ns", "_pend",
+                 "_pend_ends", "_pend_times")
 
     def __init__(self) -> None:
         self.status = 0
@@ -70,6 +75,14 @@ class Exchange:
         # the common case, checked in bulk at the end: (arrival of each event before [DONE], those
         # events as received, each b"data: <one line>\n\n", arrival of [DONE] or None)
         self.fast: tuple[list[int], bytes, int | None] | None = None
+        self.fast_times: list[int] = []  # while it streams: the events so far, as in ``fast``
+        self.fast_data: list[bytes] = []
+        # called from data_received (after the clock was read) with each batch of new events
+        self.sink: Callable[[list[int], bytes], None] | None = None
+        self._done_ns: int | None = None
+        self._pend = b""
+        self._pend_ends: list[int] = []
+        self._pend_times: list[int] = []
 
     @property
     def head_done(self) -> bool:
@@ -169,56 +182,106 @@ class Exchange:
         return events, done
 
 
-    def _bulk(self) -> bool:
-        """The whole chunked body is one ``data: `` line per HTTP chunk and the last chunk: set ``fast``.
+    def _feed(self, data: bytes, t: int) -> int:
+        """Step over the chunks completed by this read, in bulk: 1 body complete, 0 more to come,
+        -1 the body is not one ``data: <line>`` SSE event per HTTP chunk (walk it in Python).
 
-        Everything runs in C (``split``, ``count``, ``map``/``accumulate``/``bisect``), no Python
-        bytecode per chunk. Every chunk's declared size must equal the bytes between its CRLFs, so
-        this is a full check of the framing; False (nothing set) when the body has any other shape.
+        All in C (``split``, ``count``, ``map``, ``join``), no Python bytecode per
+        chunk. ``self._pend`` (bytes after the last complete chunk) always starts at a chunk
+        boundary, so every complete (size line, payload) pair must satisfy ``int(size, 16) ==
+        len(payload)``: a full check of the framing. The new events go to ``fast_times`` /
+        ``fast_data`` and to ``sink(times, data)`` (``data``: the events as received, each
+        ``b"data: <line>\\n\\n"``), so that nothing is left to do when the body ends.
         """
-        raw = b"".join(self.reads)
-        if not raw.endswith(_LAST_CHUNK):
-            return False
-        parts = raw.split(b"\r\n")  # size, payload, size, payload, ..., "0", "", ""
-        if len(parts) % 2 == 0 or parts[-3:] != [b"0", b"", b""]:
-            return False
-        hexes, payloads = parts[0:-3:2], parts[1:-3:2]
+        pend = self._pend
+        if not pend and self._done_ns is None:  # paced streams: a read is exactly one chunk, one event
+            i = data.find(b"\r\n")
+            if 0 < i < 9 and data.endswith(b"\n\n\r\n"):
+                try:
+                    size = int(data[:i], 16)
+                except ValueError:
+                    return -1
+                if i + size + 4 == len(data):
+                    payload = data[i + 2:-2]
+                    if payload.count(b"\n") == 2:
+                        if payload == _DONE or payload == _DONE_NOSP:
+                            self._done_ns = t
+                        else:
+                            self.fast_times.append(t)
+                            self.fast_data.append(payload)
+                            if self.sink is not None:
+                                self.sink([t], payload)
+                        return 0
+        if pend:
+            buf = pend + data
+            ends = [*self._pend_ends, len(buf)]
+            times = [*self._pend_times, t]
+        else:
+            buf, ends, times = data, [len(data)], [t]
+        parts = buf.split(b"\r\n")
+        parts.pop()  # after the last CRLF: incomplete
+        if len(parts) % 2:
+            parts.pop()  # a size line whose payload is not complete yet
+        hexes, payloads = parts[0::2], parts[1::2]
         lens = list(map(len, payloads))
         try:
             if list(map(int, hexes, repeat(16))) != lens:
-                return False
+                return -1
         except ValueError:  # chunk extensions, ...
-            return False
+            return -1
         n = len(payloads)
-        if n == 0:
-            self.fast = ([], b"", None)
-            return True
-        done_ns: int | None = None
-        ndata = n
-        if payloads[-1] == b"data: [DONE]\n\n":
-            ndata -= 1
-        data = b"".join(payloads[:ndata])
-        # each payload is exactly one event: "data: " + a line + a blank line
-        if ndata and (not data.startswith(b"data: ") or data.count(b"\n") != 2 * ndata
-                      or data.count(b"\n\ndata: ") != ndata - 1
-                      or not all(map(bytes.endswith, payloads[:ndata], repeat(b"\n\n")))):
-            return False
-        read_ends = list(accumulate(map(len, self.reads)))
-        # chunk = size CRLF payload CRLF; an event arrives with the read holding its last payload byte
-        ends = accumulate(map(operator.add, map(operator.add, map(len, hexes), lens), repeat(4)))
-        last = map(operator.sub, ends, repeat(3))
-        times = list(map(self.times.__getitem__, map(bisect_right, repeat(read_ends), last)))
-        if ndata < n:
-            done_ns = times.pop()
-        self.fast = (times, data, done_ns)
-        return True
+        complete = False
+        if n and lens[-1] == 0:  # the last chunk: nothing may follow it
+            if hexes[-1] != b"0" or buf[-5:] != _LAST_CHUNK or (n > 1 and not all(lens[:-1])) \
+                    or sum(lens) + sum(map(len, hexes)) + 4 * n != len(buf):
+                return -1
+            complete = True
+            n -= 1
+            payloads.pop()
+        elif 0 in lens:
+            return -1
+        consumed = sum(lens) + sum(map(len, hexes)) + 4 * len(hexes) if not complete else len(buf)
+        if n:
+            if self._done_ns is not None:
+                return -1  # events after [DONE]
+            # an event arrives with the read holding its chunk's last payload byte (size CRLF payload
+            # CRLF). Only the first chunk can have started in an earlier read (``_pend``); the others
+            # end after it, in this read.
+            new_t = [t] * n
+            if pend:
+                new_t[0] = times[bisect_right(ends, len(hexes[0]) + lens[0] + 1)]
+            if payloads[-1] == _DONE or payloads[-1] == _DONE_NOSP:
+                self._done_ns = new_t.pop()
+                payloads.pop()
+                n -= 1
+            if n:
+                got = b"".join(payloads)
+                # each payload is exactly one event: its only newlines are the blank line that ends it
+                if got.count(b"\n") != 2 * n or not all(map(bytes.endswith, payloads, repeat(b"\n\n"))) \
+                        or _DONE in payloads or _DONE_NOSP in payloads:
+                    return -1  # [DONE] before the end: the general path drops what follows
+                self.fast_times += new_t
+                self.fast_data.append(got)
+                if self.sink is not None:
+                    self.sink(new_t, got)
+        if complete:
+            self.fast = (self.fast_times, b"".join(self.fast_data), self._done_ns)
+            return 1
+        if consumed < len(buf):
+            self._pend = buf[consumed:]
+            keep = [k for k, e in enumerate(ends) if e > consumed]  # the reads that carried it
+            self._pend_ends = [ends[k] - consumed for k in keep]
+            self._pend_times = [times[k] for k in keep]
+        elif pend:
+            self._pend, self._pend_ends, self._pend_times = b"", [], []
+        return 0
 
     def _materialize(self) -> None:
         """Walk the chunked framing of a lazily received body (fills ``spans``)."""
         if not self.lazy:
             return
         self.lazy = False
-        w = _Conn()
+        w = _Conn(_NO_BUF)
         w.ex, w._mode = self, 1
         try:
             w._chunked(b"".join(self.reads), 0)
@@ -253,12 +316,20 @@ class Exchange:
         return events, None
 
 
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection; parses the response head and steps over the body framing."""
+class _Conn(asyncio.BufferedProtocol):
+    """One keep-alive connection; parses the response head and steps over the body framing.
+
+    A :class:`asyncio.BufferedProtocol`: the loop ``recv_into``\\s the client's one receive buffer
+    (reads of one loop never overlap), and :meth:`buffer_updated` copies out just the bytes that
+    came. With :class:`asyncio.Protocol` every read allocated a fresh 256 KiB ``bytes`` (above
+    glibc's mmap threshold: an ``mmap``, page faults and a shrink per read, several microseconds
+    of kernel time).
+    """
 
     _request_method = "GET"
 
-    def __init__(self) -> None:
+    def __init__(self, buf: memoryview | None = None) -> None:
+        self._buf = buf if buf is not None else memoryview(bytearray(_RECV_SIZE))
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.clock: Clock = time.perf_counter_ns
@@ -271,7 +342,6 @@ class _Conn(asyncio.Protocol):
         self._skip = 0  # chunked: bytes to step over (payload + CRLF)
         self._line = b""  # chunked: partial size line / trailer carried to the next read
         self._pos = 0  # body bytes received (body coordinates of the next read)
-        self._tail = b""  # chunked, lazy: the body's last bytes
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -283,8 +353,16 @@ class _Conn(asyncio.Protocol):
             except OSError:  # pragma: no cover - not TCP
                 pass
 
-    def data_received(self, data: bytes) -> None:
-        t = self.clock()  # first: before any parsing
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        t = self.clock()  # first: before any copying or parsing
+        self.data_received(bytes(self._buf[:nbytes]), t)
+
+    def data_received(self, data: bytes, t: int | None = None) -> None:
+        if t is None:
+            t = self.clock()  # first: before any parsing
         ex = self.ex
         if ex is None or ex.complete:  # bytes nobody asked for: the connection can't be trusted
             self.closed = True
@@ -318,18 +396,14 @@ class _Conn(asyncio.Protocol):
             ex._body_len = self._pos
             mode = self._mode
             if mode == 1:
-                if ex.lazy:
-                    # nothing per chunk while the stream runs: only look whether the body may have
-                    # ended; then check the whole framing at once (C loops), or walk it in Python
-                    tail = data[-5:] if len(data) >= 5 else (self._tail + data)[-5:]
-                    self._tail = tail
-                    if tail == _LAST_CHUNK:
-                        if ex._bulk():
-                            ex.lazy = False
-                            ex.complete = True
-                            self._finish()
-                            return
+                if ex.lazy:  # the common case, in bulk; else walk the framing in Python from the start
+                    got = ex._feed(data, t)
+                    if got == 1:  # (still lazy: body() walks the framing if it is ever asked for)
+                        ex.complete = True
+                        self._finish()
+                    elif got < 0:
                         ex.lazy = False
+                        ex.fast_times, ex.fast_data = [], []
                         self._chunked(b"".join(ex.reads), 0)
                     return
                 self._chunked(data, base)
@@ -449,7 +523,6 @@ class _Conn(asyncio.Protocol):
         self.ex, self.clock, self.waiter = ex, clock, waiter
         self._request_method = method
         self._mode, self._head, self._left, self._skip, self._line, self._pos = 0, b"", 0, 0, b"", 0
-        self._tail = b""
 
     def _finish(self) -> None:
         self._wake()
@@ -482,6 +555,7 @@ class RawClient:
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in {"Host": hostport, "Accept": "*/*", **headers}.items()
                               if k.lower() != "content-length").encode("latin-1")
         self._idle: list[_Conn] = []
+        self._recv_buf = memoryview(bytearray(_RECV_SIZE))  # shared by this client's connections
         self._loop: asyncio.AbstractEventLoop | None = None
         self._addr: tuple[Any, ...] | None = None
         self._addr_at = 0.0
@@ -500,7 +574,9 @@ class RawClient:
         loop = asyncio.get_running_loop()
         try:
             family, _, proto, _, sockaddr = await self._resolve()
-            _, conn = await loop.create_connection(_Conn, sockaddr[0], sockaddr[1], family=family, proto=proto)
+            buf = self._recv_buf
+            _, conn = await loop.create_connection(lambda: _Conn(buf), sockaddr[0], sockaddr[1], family=family,
+                                                   proto=proto)
         except ConnectionRefusedError as e:
             raise ConnectError(self.host, self.port, True, e) from None
         except OSError as e:
