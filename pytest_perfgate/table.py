@@ -12,7 +12,12 @@ def _row(v: Mapping[str, Any]) -> tuple[str, ...]:
     d = v.get("display", {})
     what = f"{v['compare']} {v['metric']}" if v.get("compare") else v["metric"]
     thr = f"{v['direction']} {d.get('threshold')}" if v.get("direction") else "recorded"
-    ci = "single" if v.get("method") == "single" else f"{d.get('lower')} - {d.get('upper')} (n={v['n']})"
+    if v.get("method") == "single":
+        ci = "single"
+    elif v.get("lower") is None and v.get("upper") is None:
+        ci = f"too few samples (n={v['n']})"
+    else:
+        ci = f"{d.get('lower')} - {d.get('upper')} (n={v['n']})"
     outcome = v["outcome"].upper() + (f" [{v['band']}]" if v.get("band") else "")
     fb = ",".join(v.get("fallbacks", [])) if v["outcome"] in ("fail", "inconclusive") else ""
     return (v["phase"], v["gate"], f"{what} {v['statistic']}", str(d.get("observed")), ci, thr, outcome, fb)

@@ -71,6 +71,8 @@ class Verdict:
         if self.method == "single":
             return "single measurement"
         pct = f"{self.confidence * 100:.4g}%"
+        if math.isinf(self.lower) and math.isinf(self.upper):
+            return f"{pct} CI: too few samples for any bound, n={self.n}"
         return f"{pct} CI {self.fmt(self.lower)} - {self.fmt(self.upper)}, n={self.n}"
 
     def summary(self) -> str:
