@@ -70,6 +70,30 @@ class Writer(Protocol):
         ...
 
 
+class RenderedWriter:
+    """A writer whose file is ``render(doc, phases=..., inconclusive=...)`` written atomically.
+
+    Subclasses set ``name``, ``filename`` and ``render`` (a staticmethod)."""
+
+    name: str = ""
+    filename: str = ""
+
+    @staticmethod
+    def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> str:
+        raise NotImplementedError
+
+    def write(
+        self,
+        doc: Mapping[str, Any],
+        out_dir: Path,
+        *,
+        phases: list[str] | None = None,
+        inconclusive: str = "fail",
+    ) -> Path:
+        """Write ``out_dir / filename`` atomically and return its path."""
+        return atomic_write_text(Path(out_dir) / self.filename, self.render(doc, phases=phases, inconclusive=inconclusive))
+
+
 class WriterError(RuntimeError):
     """One or more writers failed in :func:`write_all`; ``written`` holds the files that were written."""
 

@@ -13,13 +13,12 @@ import html
 import math
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from . import (
     BOUNDS_NOTE,
     METHOD_NOTES,
-    atomic_write_text,
+    RenderedWriter,
     baseline_text,
     case_names,
     clean_text,
@@ -348,19 +347,9 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
     )
 
 
-class HtmlWriter:
+class HtmlWriter(RenderedWriter):
     """Writes ``report.html``."""
 
     name = "html"
     filename = "report.html"
-
-    def write(
-        self,
-        doc: Mapping[str, Any],
-        out_dir: Path,
-        *,
-        phases: list[str] | None = None,
-        inconclusive: str = "fail",
-    ) -> Path:
-        """Write ``out_dir / report.html`` atomically and return its path."""
-        return atomic_write_text(Path(out_dir) / self.filename, render(doc, phases=phases, inconclusive=inconclusive))
+    render = staticmethod(render)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import (
-    atomic_write_text,
+    RenderedWriter,
     baseline_text,
     case_names,
     clean_text,
@@ -192,19 +192,9 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-class JUnitWriter:
+class JUnitWriter(RenderedWriter):
     """Writes ``gates.xml``."""
 
     name = "junit"
     filename = "gates.xml"
-
-    def write(
-        self,
-        doc: Mapping[str, Any],
-        out_dir: Path,
-        *,
-        phases: list[str] | None = None,
-        inconclusive: str = "fail",
-    ) -> Path:
-        """Write ``out_dir / gates.xml`` atomically and return its path."""
-        return atomic_write_text(Path(out_dir) / self.filename, render(doc, phases=phases, inconclusive=inconclusive))
+    render = staticmethod(render)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from . import (
     BOUNDS_NOTE,
     METHOD_NOTES,
-    atomic_write_text,
+    RenderedWriter,
     baseline_text,
     case_names,
     clean_text,
@@ -173,19 +172,9 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
     return "\n".join(out)
 
 
-class MarkdownWriter:
+class MarkdownWriter(RenderedWriter):
     """Writes ``summary.md``."""
 
     name = "markdown"
     filename = "summary.md"
-
-    def write(
-        self,
-        doc: Mapping[str, Any],
-        out_dir: Path,
-        *,
-        phases: list[str] | None = None,
-        inconclusive: str = "fail",
-    ) -> Path:
-        """Write ``out_dir / summary.md`` atomically and return its path."""
-        return atomic_write_text(Path(out_dir) / self.filename, render(doc, phases=phases, inconclusive=inconclusive))
+    render = staticmethod(render)
