@@ -47,11 +47,6 @@ class Samples:
     def __len__(self) -> int:
         return self.n
 
-    def display(self, base: float) -> str:
-        from .units import format_value
-
-        return format_value(base, self.unit)
-
 
 @dataclass(frozen=True)
 class Proportion:

@@ -84,12 +84,7 @@ def inproc_args(models: ModelSet) -> dict[str, Any]:
 
 def server_args(models: ModelSet) -> dict[str, Any]:
     return {
-        "model": str(models.target),
-        "dtype": "float32",
-        "max_model_len": MAX_MODEL_LEN,
-        "gpu_memory_utilization": 0.3,
-        "enable_prefix_caching": True,
-        "speculative_config": spec_config(models),
+        **inproc_args(models),
         "startup_timeout": 300,
         "env": {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")},
     }
