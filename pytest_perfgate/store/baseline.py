@@ -1,0 +1,208 @@
+"""Comparison with a baseline run (``--perfgate-baseline REF``, ``perfgate diff A B``).
+
+The test reuses each gate's own bounds. Both runs are evaluated at confidence
+``c' = 1 - (1 - c) / 2`` (Bonferroni over the two runs) with the gate's method (exact
+order-statistic bounds for percentiles, Clopper-Pearson for rates, t for means, bootstrap for
+comparisons). For a smaller-is-better gate the ratio current / baseline is then at least
+``lower(current) / upper(baseline)`` with confidence ``c``: when that bound exceeds ``1 + regression``
+the run has regressed by more than the tolerance (the minimum effect size). Bigger-is-better gates
+mirror it (``upper(current) / lower(baseline) < 1 - regression``). Because both one-sided bounds are
+exact, a run whose true statistic is exactly at the tolerance is flagged with probability at most
+``1 - c``, whatever the distribution (tests/store/test_baseline.py simulates it).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import history
+
+if TYPE_CHECKING:
+    from ..config import Gate, Thresholds
+    from ..verdict import Verdict
+
+SMALLER_IS_BETTER_DIMENSIONS = ("time", "bytes")
+SMALLER_IS_BETTER_METRICS = ("error_rate", "fragmentation", "quality_loss", "queue_time", "kv_cache_usage")
+
+
+def smaller_is_better(gate: Gate) -> bool:
+    """Max gates, and recorded gates of latency-like metrics."""
+    if gate.direction is not None:
+        return gate.direction == "max"
+    from ..metrics import lookup
+
+    m = lookup(gate.metric)
+    return gate.metric in SMALLER_IS_BETTER_METRICS or (m is not None and m.dimension in SMALLER_IS_BETTER_DIMENSIONS)
+
+
+@dataclass(frozen=True)
+class BaselineRef:
+    """Where baseline verdicts come from: a history file, optionally one run or one git commit."""
+
+    db: Path
+    label: str
+    run_id: str | None = None
+    commit: str | None = None
+
+    @property
+    def results_dir(self) -> Path:
+        return self.db.parent
+
+
+def _git_commit(ref: str, cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", ref + "^{commit}"], cwd=cwd,
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and sha else None
+
+
+def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
+    """``REF``: a results directory or history file, ``latest``, a run id (or unique prefix) in this
+    results directory's history, or a git ref (the latest run recorded at that commit)."""
+    ref = ref.strip()
+    if not ref:
+        raise history.HistoryError("--perfgate-baseline: empty reference")
+    given = Path(ref) if Path(ref).is_absolute() else Path(cwd) / ref
+    if ref != "latest" and given.exists():
+        db = history.path_of(given)
+        if not db.exists():
+            raise history.HistoryError(f"--perfgate-baseline {ref}: {db} does not exist (not a perfgate results directory)")
+        return BaselineRef(db, f"{ref} (latest run there)")
+    db = history.path_of(results_dir)
+    if ref == "latest":
+        if not db.exists():
+            raise history.HistoryError(f"--perfgate-baseline latest: no run history yet in {db}")
+        return BaselineRef(db, "latest run")
+    if db.exists():
+        try:
+            r = history.run(db, ref)
+            return BaselineRef(db, f"run {r.run_id}", run_id=r.run_id)
+        except history.HistoryError:
+            pass
+    sha = _git_commit(ref, cwd)
+    if sha is not None:
+        if not db.exists():
+            raise history.HistoryError(f"--perfgate-baseline {ref}: commit {sha[:12]} but no run history in {db}")
+        return BaselineRef(db, f"git {ref} ({sha[:12]})", commit=sha)
+    raise history.HistoryError(
+        f"--perfgate-baseline {ref}: not a results directory or history file, not 'latest', "
+        f"not a run id in {db}, and not a git ref")
+
+
+def find(ref: BaselineRef, gate: str, exclude_run: str | None = None) -> dict[str, Any] | None:
+    """The latest stored verdict row of ``gate`` under ``ref`` that has data (not an error)."""
+    if not ref.db.exists():
+        return None
+    rows = history.verdicts(ref.db, run_id=ref.run_id, gate=gate, commit=ref.commit)
+    for row in reversed(rows):
+        if row["run_id"] != exclude_run and row["samples"] and row["outcome"] != "error":
+            return dict(row)
+    return None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    gate: str
+    baseline_run: str
+    baseline_label: str
+    observed: float
+    baseline_observed: float
+    change: float  # observed / baseline_observed - 1
+    bound: float  # confidence bound of the ratio current/baseline (lower for smaller-is-better)
+    smaller_is_better: bool
+    confidence: float
+    tolerance: float | None
+    regressed: bool  # beyond the tolerance (or beyond 0 when no tolerance), at the confidence
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thresholds: Thresholds | None = None,
+            tolerance: float | None = None, baseline_run: str = "", baseline_label: str = "") -> Comparison | None:
+    """Compare the data of two runs for ``gate`` (None when either is an error or has no positive value)."""
+    from ..verdict import evaluate
+
+    c2 = 1 - (1 - confidence) / 2
+    vc = evaluate(gate, current, confidence=c2, thresholds=thresholds)
+    vb = evaluate(gate, baseline, confidence=c2, thresholds=thresholds)
+    if "error" in (vc.outcome, vb.outcome):
+        return None
+    tol = gate.regression if tolerance is None else tolerance
+    sib = smaller_is_better(gate)
+    if not (vb.observed > 0 and math.isfinite(vb.observed) and math.isfinite(vc.observed)):
+        return None
+    change = vc.observed / vb.observed - 1
+    if sib:
+        bound = vc.lower / vb.upper if vb.upper > 0 and math.isfinite(vb.upper) and math.isfinite(vc.lower) else -math.inf
+        regressed = bound > 1 + (tol or 0.0)
+    else:
+        bound = vc.upper / vb.lower if vb.lower > 0 and math.isfinite(vc.upper) else math.inf
+        regressed = bound < 1 - (tol or 0.0)
+    worse = change > 0 if sib else change < 0
+    pct = f"{abs(change) * 100:.1f}% {'worse' if worse else 'better'}" if abs(change) >= 5e-4 else "unchanged"
+    what = f"{vc.metric} {vc.statistic}"
+    rel = ">=" if sib else "<="
+    bound_txt = f"ratio {rel} {bound:.3f} at {confidence:.0%}" if math.isfinite(bound) else "ratio bound: too few samples"
+    if tol is not None:
+        verdict = (f"REGRESSED beyond the {tol:.0%} regression tolerance" if regressed
+                   else f"within the {tol:.0%} regression tolerance")
+    else:
+        verdict = "worse than the baseline (no regression tolerance set)" if regressed else "no regression shown"
+    text = (f"vs baseline {baseline_label or baseline_run}: {what} {vc.fmt(vc.observed)} vs {vb.fmt(vb.observed)} "
+            f"({pct}; {bound_txt}): {verdict}")
+    return Comparison(gate.name, baseline_run, baseline_label, vc.observed, vb.observed, change, bound, sib,
+                      confidence, tol, regressed, text)
+
+
+def apply(v: Verdict, cmp: Comparison, gate: Gate) -> Verdict:
+    """The verdict with the comparison in its note and details; failed when the gate has a
+    ``regression`` tolerance and the run regressed beyond it (even if the absolute target is met)."""
+    from dataclasses import replace
+
+    details = dict(v.details)
+    details.update({"baseline_run_observed": cmp.baseline_observed, "baseline_change": cmp.change,
+                    "baseline_ratio_bound": cmp.bound if math.isfinite(cmp.bound) else float("nan"),
+                    "baseline_regressed": 1.0 if cmp.regressed else 0.0})
+    if cmp.tolerance is not None:
+        details["baseline_tolerance"] = cmp.tolerance
+    details = {k: x for k, x in details.items() if math.isfinite(x)}
+    note = (v.note + "; " if v.note else "") + cmp.text
+    outcome = v.outcome
+    if cmp.regressed and gate.regression is not None and outcome in ("pass", "recorded", "inconclusive"):
+        if outcome == "pass":
+            details["target_met"] = 1.0
+        outcome = "fail"
+    return replace(v, outcome=outcome, note=note, details=details)
+
+
+def load_baseline(ref: BaselineRef, gate: str, exclude_run: str | None = None) -> tuple[dict[str, Any], Any] | None:
+    """(row, stored data) of the baseline verdict of ``gate``, or None when there is none."""
+    from .records import load
+
+    row = find(ref, gate, exclude_run)
+    if row is None:
+        return None
+    return row, load(ref.results_dir / row["samples"])
+
+
+def compare_stored(gate: Gate, current: Any, ref: BaselineRef, *, confidence: float,
+                   thresholds: Thresholds | None = None, exclude_run: str | None = None,
+                   tolerance: float | None = None) -> Comparison | None:
+    got = load_baseline(ref, gate.name, exclude_run)
+    if got is None:
+        return None
+    row, stored = got
+    return compare(gate, current, stored.data, confidence=confidence, thresholds=thresholds, tolerance=tolerance,
+                   baseline_run=row["run_id"], baseline_label=f"{ref.label}, run {row['run_id']}"
+                   if ref.run_id is None else ref.label)
+
+

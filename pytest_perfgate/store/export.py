@@ -1,0 +1,93 @@
+"""Verdicts in the formats continuous-benchmarking dashboards read.
+
+* Bencher Metric Format (https://bencher.dev/docs/reference/bencher-metric-format/):
+  ``{"<benchmark>": {"<measure>": {"value": x, "lower_value": l, "upper_value": u}}}``; the benchmark is
+  the gate, the measure the metric and statistic (``ttft-p99``), values in the gate's display unit.
+* github-action-benchmark ``customSmallerIsBetter`` / ``customBiggerIsBetter``
+  (https://github.com/benchmark-action/github-action-benchmark#examples): a JSON list of
+  ``{"name", "unit", "value", "range", "extra"}``; one file per direction, because the action takes
+  one tool per file. Which file a gate goes to follows :func:`store.baseline.smaller_is_better`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..units import UnitError, unit
+
+FORMATS = ("bencher", "github-smaller", "github-bigger")
+
+
+def _scaled(v: Mapping[str, Any], key: str) -> float | None:
+    x = v.get(key)
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    try:
+        u = unit(str(v.get("unit") or ""))
+    except UnitError:
+        return float(x)
+    return float(x) / u.factor
+
+
+def _measure(v: Mapping[str, Any]) -> str:
+    compare = f"{v.get('compare')}-of-" if v.get("compare") else ""
+    text = f"{compare}{v.get('metric', 'value')}-{v.get('statistic', '')}"
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "value"
+
+
+def bencher(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Bencher Metric Format for verdict dicts (the last verdict of a gate wins)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for v in verdicts:
+        value = _scaled(v, "observed")
+        if value is None or v.get("outcome") == "error":
+            continue
+        m: dict[str, float] = {"value": value}
+        lo, hi = _scaled(v, "lower"), _scaled(v, "upper")
+        if lo is not None:
+            m["lower_value"] = lo
+        if hi is not None:
+            m["upper_value"] = hi
+        out.setdefault(str(v.get("gate")), {})[_measure(v)] = m
+    return out
+
+
+def _smaller(v: Mapping[str, Any]) -> bool:
+    if v.get("direction") in ("max", "min"):
+        return v.get("direction") == "max"
+    from ..metrics import lookup
+    from .baseline import SMALLER_IS_BETTER_DIMENSIONS, SMALLER_IS_BETTER_METRICS
+
+    m = lookup(str(v.get("metric") or ""))
+    return str(v.get("metric")) in SMALLER_IS_BETTER_METRICS or (m is not None and m.dimension in SMALLER_IS_BETTER_DIMENSIONS)
+
+
+def github_benchmark(verdicts: Iterable[Mapping[str, Any]], *, smaller_is_better: bool) -> list[dict[str, Any]]:
+    """github-action-benchmark custom JSON (``customSmallerIsBetter`` or ``customBiggerIsBetter``)."""
+    out: list[dict[str, Any]] = []
+    for v in verdicts:
+        value = _scaled(v, "observed")
+        if value is None or v.get("outcome") == "error" or _smaller(v) != smaller_is_better:
+            continue
+        item: dict[str, Any] = {"name": f"{v.get('gate')} ({v.get('metric')} {v.get('statistic')})",
+                                "unit": str(v.get("unit") or ""), "value": value}
+        lo, hi = _scaled(v, "lower"), _scaled(v, "upper")
+        if lo is not None and hi is not None:
+            item["range"] = f"{lo:.6g} - {hi:.6g}"
+        item["extra"] = f"{v.get('outcome')}; n={v.get('n')}; run {v.get('run_id', '')}".strip()
+        out.append(item)
+    return out
+
+
+def export(fmt: str, verdicts: Iterable[Mapping[str, Any]]) -> Any:
+    vs = list(verdicts)
+    if fmt == "bencher":
+        return bencher(vs)
+    if fmt == "github-smaller":
+        return github_benchmark(vs, smaller_is_better=True)
+    if fmt == "github-bigger":
+        return github_benchmark(vs, smaller_is_better=False)
+    raise ValueError(f"unknown export format {fmt!r} (formats: {', '.join(FORMATS)})")

@@ -1,0 +1,88 @@
+"""What a running session does with the store: keep every verdict's data, compare with the
+baseline, append verdicts to the history. Used by the plugin; no pytest import."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import history, records
+from .baseline import BaselineRef, apply, compare_stored
+
+if TYPE_CHECKING:
+    from ..config import Thresholds
+    from ..verdict import Verdict
+
+Hook = Callable[["Verdict", Any, float, Sequence[Any]], "Verdict"]
+
+
+class LiveStore:
+    def __init__(self, out_dir: Path, thresholds: Thresholds, run_id: str, baseline: BaselineRef | None = None) -> None:
+        self.out_dir = Path(out_dir)
+        self.thresholds = thresholds
+        self.run_id = run_id
+        self.baseline = baseline
+        self._seq = itertools.count()
+        self._extras: dict[int, dict[str, Any]] = {}
+        self._stored: set[str] = set()
+        self._hist_seq = itertools.count()
+
+    def hook(self, test: str) -> Hook:
+        """The ``store`` callback of one test's ``perfgate`` fixture."""
+
+        def store(v: Verdict, data: Any, confidence: float, drawn: Sequence[Any]) -> Verdict:
+            return self.keep(v, data, confidence, drawn, test)
+
+        return store
+
+    def keep(self, v: Verdict, data: Any, confidence: float, drawn: Sequence[Any], test: str) -> Verdict:
+        from ..samples import Proportion, Samples
+
+        gate = self.thresholds.gate(v.gate)
+        if isinstance(data, Samples) and data.n == 1 and v.method == "clopper-pearson" and not gate.compare:
+            # sample_until_decided hands pooled proportions back as one fraction: keep the counts
+            data = Proportion(round(v.observed * v.n), v.n, gate.name)
+        extra: dict[str, Any] = {}
+        try:
+            rel = records.write(self.out_dir, gate=gate, verdict=v, data=data, confidence=confidence,
+                                run_id=self.run_id, test=test, seq=next(self._seq),
+                                extra_runs=[d for d in drawn if hasattr(d, "records")])
+            extra["samples"] = rel.as_posix()
+        except (OSError, TypeError, ValueError) as e:
+            warnings.warn(f"perfgate: could not store the data of gate {v.gate}: {e}", stacklevel=3)
+        if self.baseline is not None and v.outcome != "error":
+            try:
+                cmp = compare_stored(gate, data, self.baseline, confidence=confidence, thresholds=self.thresholds,
+                                     exclude_run=self.run_id)
+            except (OSError, ValueError) as e:
+                warnings.warn(f"perfgate: gate {v.gate}: baseline comparison failed: {e}", stacklevel=3)
+                cmp = None
+            if cmp is not None:
+                v = apply(v, cmp, gate)
+                extra["vs_baseline"] = cmp.to_dict()
+        self._extras[id(v)] = extra
+        return v
+
+    def extras(self, v: Verdict) -> dict[str, Any]:
+        """Keys to add to the verdict's dict: ``samples`` (data file) and ``vs_baseline``."""
+        return self._extras.pop(id(v), {})
+
+    def record_history(self, all_verdicts: Iterable[Mapping[str, Any]], *, started: str, commit: str | None,
+                       engines: Iterable[Mapping[str, Any]]) -> int:
+        """Append the verdicts not stored yet to ``history.sqlite``; returns how many were added."""
+        new: list[tuple[str, Mapping[str, Any]]] = []
+        for v in all_verdicts:
+            key = json.dumps(v, sort_keys=True, default=str)
+            if key not in self._stored:
+                new.append((key, v))
+        added = history.record(
+            history.path_of(self.out_dir), run_id=self.run_id, started=started, git_commit=commit,
+            thresholds_file=str(self.thresholds.path), thresholds_sha256=self.thresholds.sha256,
+            engines=engines, verdicts=[(next(self._hist_seq), v) for _, v in new], results_dir=str(self.out_dir),
+        )
+        self._stored.update(k for k, _ in new)
+        return added

@@ -1,0 +1,244 @@
+"""Per-verdict data files: the data a verdict was computed from, and the per-request records of the
+runs behind it, as gzip-compressed JSON Lines (schema in ``docs/reports.md``).
+
+One file per evaluated verdict, ``samples/<run_id>/<seq>-<gate>.jsonl.gz`` under the results
+directory. Every line is one JSON object with a ``kind``:
+
+* ``header`` (first line): schema, gate, phase, test, run id, the confidence the verdict used and
+  its outcome/observed/lower/upper/n;
+* ``run``: one load run (engine info, load config, counters before/after, gauges, SLOs, times);
+* ``request``: one request record of run ``run`` (send, chunk times and tokens, counts, tag, error);
+* ``data``: what the gate evaluated, part 0 (and 1 for comparisons of two runs): ``samples``
+  (values in base units, optional denominators), ``proportion`` (successes, trials) or ``run``
+  (the run with that index, evaluated the way the live test did).
+
+Floats are written with Python's shortest round-trip repr, so re-evaluating a stored file gives the
+bit-identical verdict (:func:`reevaluate`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import Gate, Thresholds
+    from ..load.result import RunResult
+    from ..verdict import Verdict
+
+SCHEMA = "pytest-perfgate/samples/1"
+DIRNAME = "samples"
+
+
+class StoreError(ValueError):
+    """A stored data file that is missing, unreadable or not a perfgate samples file."""
+
+
+@dataclass
+class Stored:
+    """A loaded data file: its header, the runs it kept and the evaluated parts."""
+
+    path: Path
+    header: dict[str, Any]
+    runs: list[RunResult] = field(default_factory=list)
+    parts: list[Any] = field(default_factory=list)  # Samples | Proportion | RunResult
+
+    @property
+    def data(self) -> Any:
+        """What to pass to ``evaluate``: the single part, or the (treatment, reference) pair."""
+        return self.parts[0] if len(self.parts) == 1 else tuple(self.parts)
+
+    @property
+    def confidence(self) -> float | None:
+        c = self.header.get("confidence")
+        return float(c) if isinstance(c, (int, float)) else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:80] or "gate"
+
+
+def _is_run(x: Any) -> bool:
+    from ..load.result import RunResult
+
+    return isinstance(x, RunResult)
+
+
+def _run_line(i: int, r: RunResult) -> dict[str, Any]:
+    return {
+        "kind": "run", "run": i, "engine": r.engine_info,
+        "config": r.config.to_dict() if r.config is not None else None,
+        "start_ns": r.start_ns, "end_ns": r.end_ns, "stopped_early": r.stopped_early, "slos": dict(r.slos),
+        "counters_before": dict(r.counters_before), "counters_after": dict(r.counters_after),
+        "gauges": [dict(g) for g in r.gauges],
+    }
+
+
+def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dict[str, Any]:
+    from ..samples import Proportion, Samples, as_data
+
+    if id(d) in run_index:
+        return {"kind": "data", "part": part, "type": "run", "run": run_index[id(d)]}
+    if not isinstance(d, (Samples, Proportion)):
+        d = as_data(d, metric)
+    if isinstance(d, Proportion):
+        return {"kind": "data", "part": part, "type": "proportion", "successes": int(d.successes),
+                "trials": int(d.trials), "label": d.label, "extra": [list(e) for e in d.extra]}
+    return {
+        "kind": "data", "part": part, "type": "samples", "unit": d.unit.name, "label": d.label,
+        "values": [float(x) for x in d.values.tolist()],
+        "denominators": None if d.denominators is None else [float(x) for x in d.denominators.tolist()],
+        "notes": list(d.notes),
+    }
+
+
+def parts_of(gate: Gate, data: Any) -> list[Any]:
+    """The evaluated parts of ``data``: one, or two for a comparison gate given a pair."""
+    if gate.compare and isinstance(data, (tuple, list)) and len(data) == 2:
+        return list(data)
+    return [data]
+
+
+def write(
+    out_dir: Path,
+    *,
+    gate: Gate,
+    verdict: Verdict,
+    data: Any,
+    confidence: float,
+    run_id: str,
+    test: str = "",
+    seq: int = 0,
+    extra_runs: Sequence[Any] = (),
+) -> Path:
+    """Store ``data`` (and the runs behind it) for ``verdict``; return the path relative to ``out_dir``.
+
+    ``extra_runs``: further run results that produced the data without being evaluated themselves
+    (the draws of ``sample_until_decided``); their records are kept for the report's plots.
+    """
+    from ..decisions import now_iso
+
+    parts = parts_of(gate, data)
+    runs: list[Any] = []
+    run_index: dict[int, int] = {}
+    for x in [*parts, *extra_runs]:
+        if _is_run(x) and id(x) not in run_index:
+            run_index[id(x)] = len(runs)
+            runs.append(x)
+    rel = Path(DIRNAME) / _slug(run_id) / f"{seq:04d}-{_slug(gate.name)}.jsonl.gz"
+    path = Path(out_dir) / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[dict[str, Any]] = [{
+        "kind": "header", "schema": SCHEMA, "gate": gate.name, "phase": gate.phase, "metric": gate.metric,
+        "statistic": gate.statistic.text, "test": test, "run_id": run_id, "created": now_iso(),
+        "confidence": confidence,
+        "verdict": {"outcome": verdict.outcome, "observed": _num(verdict.observed), "lower": _num(verdict.lower),
+                    "upper": _num(verdict.upper), "n": verdict.n, "method": verdict.method},
+    }]
+    for i, r in enumerate(runs):
+        lines.append(_run_line(i, r))
+        for rec in r.records:
+            lines.append({"kind": "request", "run": i, **dataclasses.asdict(rec)})
+    for p, d in enumerate(parts):
+        lines.append(_part_line(p, d, run_index, gate.metric))
+    tmp = path.with_name(path.name + ".tmp")
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
+        for line in lines:
+            f.write(json.dumps(line, allow_nan=False, default=str, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+    return rel
+
+
+def _num(x: float) -> float | None:
+    import math
+
+    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def read_lines(path: Path) -> Iterable[dict[str, Any]]:
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for i, raw in enumerate(f, 1):
+                try:
+                    obj = json.loads(raw)
+                except ValueError as e:
+                    raise StoreError(f"{path}: line {i}: not JSON ({e})") from None
+                if not isinstance(obj, dict):
+                    raise StoreError(f"{path}: line {i}: not a JSON object")
+                yield obj
+    except FileNotFoundError:
+        raise StoreError(f"{path}: stored data file not found") from None
+    except (OSError, EOFError) as e:
+        raise StoreError(f"{path}: unreadable ({e})") from None
+
+
+def load(path: Path) -> Stored:
+    """Read a data file back into run results and evaluable data."""
+    from ..load.records import RequestRecord
+    from ..load.result import RunResult
+    from ..load.schedule import LoadConfig
+    from ..samples import Proportion, Samples
+    from ..units import unit
+
+    header: dict[str, Any] | None = None
+    runs: dict[int, RunResult] = {}
+    parts: dict[int, Any] = {}
+    fields = {f.name for f in dataclasses.fields(RequestRecord)}
+    for obj in read_lines(path):
+        kind = obj.get("kind")
+        if header is None:
+            if kind != "header" or obj.get("schema") != SCHEMA:
+                raise StoreError(f"{path}: not a perfgate samples file (first line is not a {SCHEMA} header)")
+            header = obj
+        elif kind == "run":
+            cfg = obj.get("config")
+            runs[int(obj["run"])] = RunResult(
+                records=[], counters_before=dict(obj.get("counters_before") or {}),
+                counters_after=dict(obj.get("counters_after") or {}), engine_info=dict(obj.get("engine") or {}),
+                config=LoadConfig(**cfg) if cfg else None, start_ns=int(obj.get("start_ns") or 0),
+                end_ns=int(obj.get("end_ns") or 0), slos=dict(obj.get("slos") or {}),
+                gauges=[dict(g) for g in obj.get("gauges") or []], stopped_early=bool(obj.get("stopped_early")),
+            )
+        elif kind == "request":
+            runs[int(obj["run"])].records.append(RequestRecord(**{k: v for k, v in obj.items() if k in fields}))
+        elif kind == "data":
+            t = obj.get("type")
+            if t == "run":
+                parts[int(obj["part"])] = runs[int(obj["run"])]
+            elif t == "proportion":
+                parts[int(obj["part"])] = Proportion(int(obj["successes"]), int(obj["trials"]), str(obj.get("label", "")),
+                                                     tuple((str(k), float(v)) for k, v in obj.get("extra") or []))
+            elif t == "samples":
+                import numpy as np
+
+                dens = obj.get("denominators")
+                s = Samples(np.asarray(obj["values"], dtype=np.float64), unit(str(obj.get("unit", ""))),
+                            str(obj.get("label", "")), None if dens is None else np.asarray(dens, dtype=np.float64),
+                            tuple(obj.get("notes") or ()))
+                parts[int(obj["part"])] = s
+            else:
+                raise StoreError(f"{path}: data part of unknown type {t!r}")
+    if header is None:
+        raise StoreError(f"{path}: empty file")
+    if not parts:
+        raise StoreError(f"{path}: no data part (file truncated?)")
+    return Stored(path, header, [runs[i] for i in sorted(runs)], [parts[i] for i in sorted(parts)])
+
+
+def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,
+               confidence: float | None = None) -> Verdict:
+    """Evaluate ``gate`` on stored data at the confidence the live verdict used (or ``confidence``)."""
+    from ..verdict import evaluate
+
+    return evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
+
+
+def same_verdict(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two verdicts (dicts) agree on outcome, observed value, bounds and n."""
+    return all(a.get(k) == b.get(k) for k in ("outcome", "observed", "lower", "upper", "n"))
