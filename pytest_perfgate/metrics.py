@@ -31,6 +31,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("acceptance_length", "number", "1 + accepted / drafts", ("mean_acceptance_length",)),
     Metric("prefix_cache_hit_rate", "fraction", "prefix cache hits / queries (tokens)", ("cache_hit_rate",)),
     Metric("kv_cache_usage", "fraction", "KV-cache usage gauge (0-1)", ("kv_cache_usage_perc",)),
+    Metric("preemptions", "number", "requests the engine preempted during a run (KV cache full)", ("num_preemptions",)),
     Metric("error_rate", "fraction", "failed requests / requests", ("errors",)),
     Metric("allreduce_time", "time", "per-iteration all-reduce time", ("allreduce_latency",)),
     Metric("busbw", "bandwidth", "bus bandwidth (nccl-tests convention)", ("bus_bandwidth",)),

@@ -6,7 +6,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from ..samples import Proportion, SampleError, Samples, make_samples, single
 from . import metrics as m
 from .records import RequestRecord
 from .schedule import LoadConfig
+
+if TYPE_CHECKING:
+    from ..memory.kv import KVPressure
 
 _TIME_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
 
@@ -38,6 +41,8 @@ class RunResult:
     slos: dict[str, float] = field(default_factory=dict)  # goodput limits in seconds: ttft/tpot/e2e
     gauges: list[dict[str, float]] = field(default_factory=list)  # gauge polls during the run
     stopped_early: bool = False
+    # sequential runs: a counter snapshot after each measured request, in order (per-request clusters)
+    request_counters: list[dict[str, float]] = field(default_factory=list)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -79,6 +84,8 @@ class RunResult:
             return self._from_records(name)
         if name in ("acceptance_rate", "acceptance_length", "prefix_cache_hit_rate", "kv_cache_usage"):
             return self._from_counters(name)
+        if name == "preemptions":
+            return self.kv_pressure().perfgate_data(name)
         raise SampleError(f"{name}: not measured by a load run")
 
     def _from_records(self, name: str) -> Samples:
@@ -140,7 +147,7 @@ class RunResult:
                 raise SampleError(f"{name}: no speculative-decoding counters ({m.ACCEPTED}, {m.DRAFT_TOKENS})")
             if p.trials == 0:
                 raise SampleError(f"{name}: no draft tokens were proposed during the run")
-            return p
+            return m.per_request(p, b, a, self.request_counters, m.ACCEPTED, m.DRAFT_TOKENS)
         if name == "acceptance_length":
             v = m.acceptance_length(b, a)
             if v is None:
@@ -152,7 +159,7 @@ class RunResult:
                 raise SampleError(f"{name}: no prefix-cache counters ({m.PREFIX_HITS}, {m.PREFIX_QUERIES})")
             if p.trials == 0:
                 raise SampleError(f"{name}: no prefix-cache queries during the run")
-            return p
+            return m.per_request(p, b, a, self.request_counters, m.PREFIX_HITS, m.PREFIX_QUERIES)
         # kv_cache_usage: polled during the run when configured, else the snapshot after it
         polled = [g[m.KV_USAGE] for g in self.gauges if m.KV_USAGE in g]
         if polled:
@@ -162,8 +169,16 @@ class RunResult:
         return make_samples([100.0 * a[m.KV_USAGE]], "%", label=name)
 
     # -- reports -------------------------------------------------------------------------------
+    def kv_pressure(self) -> KVPressure:
+        """Peak KV-cache usage, preemptions, recomputed/swapped requests (:mod:`..memory.kv`)."""
+        from ..memory.kv import of_run
+
+        return of_run(self)
+
     def summary(self) -> dict[str, dict[str, float]]:
-        """P50/P90/P99/mean (and n) per time metric in seconds, decode rate in tok/s, run rates."""
+        """P50/P90/P99/mean (and n) per time metric in seconds, decode rate in tok/s, run rates.
+
+        Percentiles are the empirical order statistic X_(ceil(nq)), the same value a pNN gate reports."""
         out: dict[str, dict[str, float]] = {}
         for name in (*_TIME_METRICS, "decode_rate"):
             try:
@@ -173,8 +188,8 @@ class RunResult:
             assert isinstance(data, Samples)
             v = data.values
             out[name] = {
-                "n": float(v.size), "mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
-                "p90": float(np.percentile(v, 90)), "p99": float(np.percentile(v, 99)),
+                "n": float(v.size), "mean": float(v.mean()),
+                **{f"p{q}": float(np.quantile(v, q / 100, method="inverted_cdf")) for q in (50, 90, 99)},
             }
         for name in ("output_throughput", "request_throughput"):
             v2 = getattr(m, name)(self.records)
@@ -193,7 +208,9 @@ class RunResult:
             "slos": dict(self.slos),
             "counters_before": dict(self.counters_before),
             "counters_after": dict(self.counters_after),
+            "request_counters": [dict(c) for c in self.request_counters],
             "errors": dict(self.errors()),
+            "kv_pressure": self.kv_pressure().to_dict(),
             "summary": self.summary(),
             "records": [dataclasses.asdict(r) for r in self.records],
         }
@@ -212,6 +229,7 @@ class RunResult:
             end_ns=int(data.get("end_ns", 0)),
             slos=dict(data.get("slos", {})),
             stopped_early=bool(data.get("stopped_early", False)),
+            request_counters=[dict(c) for c in data.get("request_counters", [])],
         )
 
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..samples import Samples
 
 KV_USAGE = "vllm:kv_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions"
@@ -31,7 +34,7 @@ class KVPressure:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def perfgate_data(self, metric: str) -> Any:
+    def perfgate_data(self, metric: str) -> Samples:
         from ..samples import SampleError, make_samples
 
         if metric in ("preemptions", "num_preemptions"):
