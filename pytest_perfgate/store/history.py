@@ -130,6 +130,17 @@ def _real(x: object) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
+def _finite(x: Any) -> Any:
+    """JSON-able: non-finite floats become null (the verdict's own convention)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {str(k): _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
 def record(
     path: Path,
     *,
@@ -168,7 +179,7 @@ def record(
                      _real(v.get("lower")), _real(v.get("upper")), v.get("n") if isinstance(v.get("n"), int) else None,
                      v.get("unit"), v.get("direction"), _real(v.get("threshold")), _real(v.get("baseline")),
                      v.get("method"), _real(v.get("confidence")), v.get("samples"),
-                     json.dumps(dict(v), default=str, allow_nan=False)),
+                     json.dumps(_finite(dict(v)), default=str, allow_nan=False)),
                 )
                 added += cur.rowcount
             con.execute("COMMIT")

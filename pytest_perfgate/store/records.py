@@ -71,13 +71,16 @@ def _is_run(x: Any) -> bool:
 
 
 def _run_line(i: int, r: RunResult) -> dict[str, Any]:
-    return {
-        "kind": "run", "run": i, "engine": r.engine_info,
-        "config": r.config.to_dict() if r.config is not None else None,
-        "start_ns": r.start_ns, "end_ns": r.end_ns, "stopped_early": r.stopped_early, "slos": dict(r.slos),
-        "counters_before": dict(r.counters_before), "counters_after": dict(r.counters_after),
-        "gauges": [dict(g) for g in r.gauges],
-    }
+    """Every field of the run result but its records (those go on ``request`` lines)."""
+    line: dict[str, Any] = {"kind": "run", "run": i}
+    for f in dataclasses.fields(r):
+        if f.name == "records":
+            continue
+        value = getattr(r, f.name)
+        if f.name == "config":
+            value = value.to_dict() if value is not None else None
+        line[f.name] = value
+    return line
 
 
 def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dict[str, Any]:
@@ -88,8 +91,7 @@ def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dic
     if not isinstance(d, (Samples, Proportion)):
         d = as_data(d, metric)
     if isinstance(d, Proportion):
-        return {"kind": "data", "part": part, "type": "proportion", "successes": int(d.successes),
-                "trials": int(d.trials), "label": d.label, "extra": [list(e) for e in d.extra]}
+        return {"kind": "data", "part": part, "type": "proportion", **dataclasses.asdict(d)}
     return {
         "kind": "data", "part": part, "type": "samples", "unit": d.unit.name, "label": d.label,
         "values": [float(x) for x in d.values.tolist()],
@@ -197,14 +199,11 @@ def load(path: Path) -> Stored:
                 raise StoreError(f"{path}: not a perfgate samples file (first line is not a {SCHEMA} header)")
             header = obj
         elif kind == "run":
-            cfg = obj.get("config")
-            runs[int(obj["run"])] = RunResult(
-                records=[], counters_before=dict(obj.get("counters_before") or {}),
-                counters_after=dict(obj.get("counters_after") or {}), engine_info=dict(obj.get("engine") or {}),
-                config=LoadConfig(**cfg) if cfg else None, start_ns=int(obj.get("start_ns") or 0),
-                end_ns=int(obj.get("end_ns") or 0), slos=dict(obj.get("slos") or {}),
-                gauges=[dict(g) for g in obj.get("gauges") or []], stopped_early=bool(obj.get("stopped_early")),
-            )
+            known = {f.name for f in dataclasses.fields(RunResult)} - {"records"}
+            kw = {k: v for k, v in obj.items() if k in known}
+            cfg = kw.get("config")
+            kw["config"] = LoadConfig(**cfg) if cfg else None
+            runs[int(obj["run"])] = RunResult(records=[], **kw)
         elif kind == "request":
             runs[int(obj["run"])].records.append(RequestRecord(**{k: v for k, v in obj.items() if k in fields}))
         elif kind == "data":
@@ -212,8 +211,10 @@ def load(path: Path) -> Stored:
             if t == "run":
                 parts[int(obj["part"])] = runs[int(obj["run"])]
             elif t == "proportion":
-                parts[int(obj["part"])] = Proportion(int(obj["successes"]), int(obj["trials"]), str(obj.get("label", "")),
-                                                     tuple((str(k), float(v)) for k, v in obj.get("extra") or []))
+                known = {f.name for f in dataclasses.fields(Proportion)}
+                kw = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
+                      for k, v in obj.items() if k in known}
+                parts[int(obj["part"])] = Proportion(**kw)
             elif t == "samples":
                 import numpy as np
 

@@ -1,0 +1,77 @@
+"""Real data for the store tests: load runs against the scripted server over real sockets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_perfgate.calib import Script, ScriptedServer
+from pytest_perfgate.config import Thresholds, load_thresholds
+from pytest_perfgate.engines.openai import OpenAIEngine
+
+THRESHOLDS = """
+[phases.p1]
+title = "Phase one"
+[fallbacks.plan_a]
+title = "Plan A"
+cost = "2 weeks"
+doc = "docs/fallbacks.md#plan-a"
+[gates.ttft]
+phase = "p1"
+metric = "ttft"
+statistic = "p90"
+max = "1 s"
+regression = "10%"
+fallback = ["plan_a"]
+[gates.itl]
+phase = "p1"
+metric = "itl"
+statistic = "p50"
+max = "500 ms"
+[gates.acc]
+phase = "p1"
+metric = "acceptance_rate"
+statistic = "rate"
+min = "20%"
+regression = "5%"
+[gates.speedup]
+phase = "p1"
+metric = "e2e"
+statistic = "p50"
+compare = "ratio"
+runs = ["fast", "slow"]
+max = "1.2"
+[gates.lat]
+phase = "p1"
+metric = "ttft"
+statistic = "p90"
+max = "150 ms"
+regression = "10%"
+"""
+
+
+def thresholds_at(tmp: Path, text: str = THRESHOLDS) -> Thresholds:
+    p = tmp / "thresholds.toml"
+    p.write_text(text)
+    return load_thresholds(p)
+
+
+@pytest.fixture
+def th(tmp_path: Path) -> Thresholds:
+    return thresholds_at(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(Script(ttft=0.003, itl=0.001, num_spec_tokens=2, tokens_per_chunk=2)) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def engine(server: ScriptedServer) -> Iterator[OpenAIEngine]:
+    eng = OpenAIEngine("scripted", {"base_url": server.base_url, "model": "scripted", "timeout": 10})
+    eng.start()
+    yield eng
+    eng.stop()

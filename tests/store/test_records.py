@@ -1,0 +1,135 @@
+"""Data files: real runs stored and read back; re-evaluation gives the live verdict bit for bit."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_perfgate.calib import ScriptedServer
+from pytest_perfgate.config import Thresholds
+from pytest_perfgate.engines.openai import OpenAIEngine
+from pytest_perfgate.load.records import Request
+from pytest_perfgate.load.result import RunResult
+from pytest_perfgate.load.runner import run_load
+from pytest_perfgate.load.schedule import LoadConfig
+from pytest_perfgate.samples import Proportion, make_samples
+from pytest_perfgate.store import records
+from pytest_perfgate.verdict import evaluate
+
+HOSTILE = "</script><b>x</b> & \"'\x1b[31m"
+
+
+def _requests(n: int, ttft: float | None = None, fault_every: int = 0) -> list[Request]:
+    out = []
+    for i in range(n):
+        over: dict[str, object] = {"id": f"r{i}"}
+        if ttft is not None:
+            over["ttft"] = ttft
+        if fault_every and i % fault_every == fault_every - 1:
+            over.update(fault="status", status=500, body=HOSTILE)
+        out.append(Request(prompt=tuple(range(1, 9)), max_tokens=8, tag=f"tag {HOSTILE}" if i == 0 else "plain",
+                           extra={"perfgate": over}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def run(engine: OpenAIEngine, server: ScriptedServer) -> RunResult:
+    return run_load(engine, _requests(24), LoadConfig(num_requests=24, warmup=2))
+
+
+def _same(a: object, b: object) -> None:
+    da, db = a.to_dict(), b.to_dict()  # type: ignore[attr-defined]
+    for k in ("outcome", "observed", "lower", "upper", "n", "method", "summary"):
+        assert da[k] == db[k], k
+
+
+@pytest.mark.parametrize("gate", ["ttft", "itl", "acc"])
+def test_real_run_round_trip_reevaluates_to_the_live_verdict(tmp_path: Path, th: Thresholds, run: RunResult,
+                                                             gate: str) -> None:
+    g = th.gate(gate)
+    live = evaluate(g, run, thresholds=th)
+    rel = records.write(tmp_path, gate=g, verdict=live, data=run, confidence=0.95, run_id="r1", test="t::x", seq=3)
+    assert rel.as_posix() == f"samples/r1/0003-{gate}.jsonl.gz"
+    stored = records.load(tmp_path / rel)
+    assert stored.header["gate"] == gate and stored.header["verdict"]["outcome"] == live.outcome
+    (back,) = stored.runs
+    assert [dataclasses.asdict(r) for r in back.records] == [dataclasses.asdict(r) for r in run.records]
+    assert back.counters_after == run.counters_after and back.engine_info == run.engine_info
+    assert back.config == run.config
+    _same(records.reevaluate(stored, g, th), live)
+
+
+def test_every_request_field_is_kept_with_its_schema(tmp_path: Path, th: Thresholds, run: RunResult) -> None:
+    g = th.gate("ttft")
+    rel = records.write(tmp_path, gate=g, verdict=evaluate(g, run, thresholds=th), data=run, confidence=0.95,
+                        run_id="r1")
+    with gzip.open(tmp_path / rel, "rt") as f:
+        lines = [json.loads(x) for x in f]
+    kinds = [x["kind"] for x in lines]
+    assert kinds[0] == "header" and kinds[1] == "run" and kinds[-1] == "data"
+    assert kinds.count("request") == len(run.records) == 26
+    req = lines[2]
+    for key in ("index", "tag", "sent_ns", "chunk_ns", "chunk_tokens", "end_ns", "prompt_tokens", "output_tokens",
+                "error", "warmup", "finish_reason"):
+        assert key in req, key
+    assert lines[1]["engine_info"]["name"] == "scripted"
+    assert lines[-1] == {"kind": "data", "part": 0, "type": "run", "run": 0}
+
+
+def test_failed_requests_and_hostile_text_survive(tmp_path: Path, th: Thresholds, engine: OpenAIEngine) -> None:
+    res = run_load(engine, _requests(6, fault_every=3), LoadConfig(num_requests=6))
+    g = th.gate("ttft")
+    live = evaluate(g, res, thresholds=th)
+    assert live.outcome == "error"  # 2 of 6 failed, error budget 0
+    rel = records.write(tmp_path, gate=g, verdict=live, data=res, confidence=0.95, run_id="r2")
+    stored = records.load(tmp_path / rel)
+    errors = [r.error for r in stored.runs[0].records if r.error]
+    assert len(errors) == 2 and all("HTTP 500" in e for e in errors)
+    assert stored.runs[0].records[0].tag == f"tag {HOSTILE}"
+    _same(records.reevaluate(stored, g, th), live)
+
+
+def test_a_comparison_of_two_real_runs(tmp_path: Path, th: Thresholds, engine: OpenAIEngine) -> None:
+    fast = run_load(engine, _requests(12, ttft=0.002), LoadConfig(num_requests=12))
+    slow = run_load(engine, _requests(12, ttft=0.006), LoadConfig(num_requests=12))
+    g = th.gate("speedup")
+    live = evaluate(g, (fast, slow), thresholds=th)
+    rel = records.write(tmp_path, gate=g, verdict=live, data=(fast, slow), confidence=0.95, run_id="r3")
+    stored = records.load(tmp_path / rel)
+    assert len(stored.runs) == 2 and isinstance(stored.data, tuple)
+    _same(records.reevaluate(stored, g, th), live)
+
+
+def test_samples_and_proportions(tmp_path: Path, th: Thresholds) -> None:
+    rng = np.random.default_rng(5)
+    s = make_samples(rng.lognormal(np.log(80), 0.3, 333), "ms", label="lat")
+    g = th.gate("lat")
+    live = evaluate(g, s, thresholds=th, confidence=0.99)
+    stored = records.load(tmp_path / records.write(tmp_path, gate=g, verdict=live, data=s, confidence=0.99, run_id="x"))
+    assert np.array_equal(stored.data.values, s.values) and stored.data.unit == s.unit
+    _same(records.reevaluate(stored, g, th), live)
+    p = Proportion(77, 100, "acc", (("pos1", 0.8),))
+    g = th.gate("acc")
+    live = evaluate(g, p, thresholds=th)
+    stored = records.load(tmp_path / records.write(tmp_path, gate=g, verdict=live, data=p, confidence=0.95, run_id="x"))
+    assert stored.data == p
+    _same(records.reevaluate(stored, g, th), live)
+
+
+def test_bad_files_are_named(tmp_path: Path) -> None:
+    with pytest.raises(records.StoreError, match="not found"):
+        records.load(tmp_path / "nope.jsonl.gz")
+    bad = tmp_path / "bad.jsonl.gz"
+    bad.write_bytes(b"not gzip")
+    with pytest.raises(records.StoreError, match="bad.jsonl.gz"):
+        records.load(bad)
+    other = tmp_path / "other.jsonl.gz"
+    with gzip.open(other, "wt") as f:
+        f.write('{"kind": "header", "schema": "something/else"}\n')
+    with pytest.raises(records.StoreError, match="not a perfgate samples file"):
+        records.load(other)
