@@ -1,0 +1,174 @@
+"""Physical floors: what the hardware allows for each latency and throughput gate.
+
+* :mod:`.hardware` -- peaks and bandwidth (known accelerators, ``[hardware]``, detection);
+* :mod:`.probe` -- measured CPU (and GPU) peaks, cached per machine;
+* :mod:`.model` -- a model's shape from ``config.json`` or ``[models.NAME]``;
+* :mod:`.formulas` -- roofline floors (prefill, decode, throughput, TP all-reduce, speculation);
+* :mod:`.gates` -- a gate's floor for a workload, feasibility before measuring;
+* this module -- the glue the plugin, the CLI and the verdicts use.
+
+No torch at import. Formulas and sources: docs/metrics.md#physical-floors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .config import EngineFloorInputs, FloorsConfig, engine_inputs, parse
+from .gates import Feasibility, Workload, feasibility, metric_floor, workload_from_params, workload_from_run
+from .hardware import Hardware, detect
+
+if TYPE_CHECKING:
+    from ..config import Thresholds
+    from ..verdict import Verdict
+
+__all__ = ["EngineFloorInputs", "Feasibility", "FloorsConfig", "Hardware", "Workload", "annotate", "check",
+           "config_of", "detect", "feasibility", "inputs_for_engine", "metric_floor"]
+
+
+def config_of(th: Thresholds) -> FloorsConfig:
+    """The (already validated) ``[hardware]`` and ``[models]`` of a thresholds file."""
+    return parse(getattr(th, "hardware", {}) or {}, getattr(th, "models", {}) or {})
+
+
+def _engine_spec(th: Thresholds, name: str, aliases: Mapping[str, str]) -> tuple[str, str, dict[str, Any], tuple[str, ...], bool]:
+    """(real name, kind, args, parents, embedded) of the engine a suite's role ``name`` resolves to."""
+    from ..engines.manager import EMBEDDED, uses_embedded
+
+    real = aliases.get(name, name)
+    spec = th.engines.get(real) or EMBEDDED.get(real)
+    if spec is None:
+        raise KeyError(real)
+    parents: list[str] = []
+    p = spec.extends
+    while p is not None and p in th.engines and p not in parents:
+        parents.append(p)
+        p = th.engines[p].extends
+    args = dict(spec.args)
+    return spec.name, spec.kind, args, tuple(parents), uses_embedded(args)
+
+
+def inputs_for_engine(
+    th: Thresholds,
+    name: str,
+    aliases: Mapping[str, str] | None = None,
+    *,
+    models: Callable[[], Any] | None = None,
+    probe: bool = True,
+    fc: FloorsConfig | None = None,
+) -> EngineFloorInputs | str:
+    """Floor inputs of engine (role) ``name`` before it starts, or why there are none. Embedded
+    engines need ``models`` (the generated model set; ``make_models``) and this machine's hardware
+    (``probe=False``: only a cached CPU probe)."""
+    fc = fc or config_of(th)
+    try:
+        real, _kind, args, parents, embedded = _engine_spec(th, name, aliases or {})
+    except KeyError as e:
+        return f"unknown engine {e.args[0]!r}"
+    if embedded:
+        if models is None:
+            return "embedded engine: its models are generated at engine start"
+        from ..engines.manager import resolve_embedded
+
+        try:
+            args = resolve_embedded(args, models)
+        except LookupError as e:
+            return str(e)
+    return engine_inputs(fc, real, args, embedded=embedded, parents=parents, detect=lambda: detect(probe=probe))
+
+
+def check(
+    th: Thresholds,
+    aliases: Mapping[str, str] | None = None,
+    *,
+    gates: list[str] | None = None,
+    models: Callable[[], Any] | None = None,
+    probe: bool = True,
+    default: str | None = None,
+) -> tuple[list[Feasibility], list[str]]:
+    """Feasibility of every gate with a floor: (results, notes about gates that could not be checked)."""
+    fc = config_of(th)
+    out: list[Feasibility] = []
+    notes: list[str] = []
+    cache: dict[str, EngineFloorInputs | str] = {}
+    for g in th.gates.values():
+        if gates is not None and g.name not in gates:
+            continue
+        if g.compare or g.direction is None or g.metric not in ("ttft", "tpot", "itl", "e2e", "output_throughput",
+                                                                "decode_rate"):
+            continue
+        params = dict(th.params.get(g.phase, {}) or {})
+        params.update(g.params)
+        w = workload_from_params(params)
+        if w is None:
+            notes.append(f"gate {g.name}: no floor: [params.{g.phase}] has no prompt_tokens")
+            continue
+        eng = g.engine or default or "baseline"
+        if eng not in cache:
+            cache[eng] = inputs_for_engine(th, eng, aliases, models=models, probe=probe, fc=fc)
+        inp = cache[eng]
+        if isinstance(inp, str):
+            notes.append(f"gate {g.name}: no floor: {inp}")
+            continue
+        try:
+            f = feasibility(g, inp, w, fc.expected_mfu, fc.expected_mbu)
+        except ValueError as e:
+            notes.append(f"gate {g.name}: no floor: {e}")
+            continue
+        if f is not None:
+            out.append(f)
+    return out, notes
+
+
+def annotate(v: Verdict, data: Any, th: Thresholds, engine_info: Mapping[str, Any] | None = None) -> Verdict:
+    """The verdict with its floor, threshold as a multiple of the floor and measured MFU/MBU, when
+    the engine's model and hardware are known (else unchanged). Never raises."""
+    try:
+        return _annotate(v, data, th, engine_info)
+    except Exception:  # a floor is extra information: never let it break a verdict
+        return v
+
+
+def _annotate(v: Verdict, data: Any, th: Thresholds, engine_info: Mapping[str, Any] | None) -> Verdict:
+    if v.compare or v.outcome == "error":
+        return v
+    info = dict(engine_info or getattr(data, "engine_info", {}) or {})
+    if not info:
+        return v
+    w = workload_from_run(data)
+    if w is None:
+        return v
+    fc = config_of(th)
+    name = str(info.get("name", ""))
+    args = dict(info.get("args") or {})
+    device = str(info.get("device", ""))
+    here = device == "cpu" or fc.hardware is None
+    inp = engine_inputs(fc, name, args, embedded=here, parents=_parents(th, name),
+                        detect=lambda: detect(probe=True))
+    if isinstance(inp, str):
+        return v
+    f = metric_floor(v.metric, inp, w)
+    if f is None:
+        return v
+    thr = v.threshold
+    return dataclasses.replace(
+        v,
+        floor=f.value,
+        floor_kind=f.kind,
+        floor_multiple=f.multiple(thr) if thr is not None else None,
+        efficiency=f.efficiency(v.observed),
+        efficiency_kind=f.efficiency_kind,
+        floor_basis=f.basis,
+    )
+
+
+def _parents(th: Thresholds, name: str) -> tuple[str, ...]:
+    out: list[str] = []
+    spec = th.engines.get(name)
+    p = spec.extends if spec else None
+    while p is not None and p in th.engines and p not in out:
+        out.append(p)
+        p = th.engines[p].extends
+    return tuple(out)
