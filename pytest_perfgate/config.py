@@ -133,6 +133,8 @@ class Thresholds:
     gates: Mapping[str, Gate]
     engines: Mapping[str, EngineSpec] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
+    hardware: Mapping[str, Any] = field(default_factory=dict)  # [hardware], validated by floors/config.py
+    models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME], validated by floors/config.py
 
     def gate(self, name: str) -> Gate:
         try:
@@ -144,7 +146,7 @@ class Thresholds:
         return [g for g in self.gates.values() if g.phase == phase]
 
 
-_TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params"}
+_TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params", "hardware", "models"}
 _SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate"}
 _PHASE_KEYS = {"title", "depends_on", "description"}
 _FALLBACK_KEYS = {"title", "cost", "doc", "description"}
@@ -285,7 +287,21 @@ def parse_thresholds(
         gates[name] = _parse_gate(c, name, t, phases, fallbacks, engines)
 
     params = c.table(doc, "params", "")
-    return Thresholds(path, sha256, settings, phases, fallbacks, gates, engines, params)
+    hardware, models = c.table(doc, "hardware", ""), c.table(doc, "models", "")
+    _check_floors(c, hardware, models)
+    return Thresholds(path, sha256, settings, phases, fallbacks, gates, engines, params, hardware, models)
+
+
+def _check_floors(c: _Checker, hardware: Mapping[str, Any], models: Mapping[str, Any]) -> None:
+    """[hardware] and [models.NAME] (physical floors): errors name the table and key."""
+    if not hardware and not models:
+        return
+    from .floors.config import FloorsConfigError, parse
+
+    try:
+        parse(hardware, models)
+    except FloorsConfigError as e:
+        raise c.err(e.table, e.key, e.message) from None
 
 
 def _check_cycles(c: _Checker, phases: Mapping[str, Phase]) -> None:
