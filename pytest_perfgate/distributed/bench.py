@@ -93,10 +93,16 @@ class SizeResult:
         return cls(int(d["bytes"]), int(d["world_size"]), tuple(float(t) / 1e6 for t in d["times_us"]))
 
 
-def run_allreduce(spec: BenchSpec) -> list[SizeResult] | None:
-    """Benchmark every size of ``spec`` on the default process group. Rank 0 gets the results."""
+def run_allreduce(spec: BenchSpec, ranks: Sequence[int] | None = None) -> list[SizeResult] | None:
+    """Benchmark every size of ``spec`` on the default process group, or on the sub-group of the
+    global ``ranks`` (e.g. the ranks of one node; every rank must call this, members or not).
+    The group's first rank gets the results; every other rank gets None."""
     import torch
     import torch.distributed as dist
+
+    group = dist.new_group(ranks=list(ranks)) if ranks is not None else None
+    if ranks is not None and dist.get_rank() not in ranks:
+        return None
 
     backend = str(dist.get_backend())
     device = spec.device
@@ -107,49 +113,51 @@ def run_allreduce(spec: BenchSpec) -> list[SizeResult] | None:
     dtype = getattr(torch, spec.dtype if spec.dtype not in ("fp32", "fp16", "bf16", "half", "float")
                     else {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
                           "bf16": "bfloat16"}[spec.dtype])
-    world = dist.get_world_size()
+    world = dist.get_world_size(group)
+    me = dist.get_rank(group)
+    dst = min(ranks) if ranks is not None else 0
     out: list[SizeResult] = []
     for nbytes in spec.sizes:
         count = max(1, nbytes // DTYPE_BYTES[spec.dtype])
         t = torch.ones(count, dtype=dtype, device=device)
-        times = _time_cuda(t, spec) if device == "cuda" else _time_cpu(t, spec)
-        gathered: list[Any] | None = [None] * world if dist.get_rank() == 0 else None
-        dist.gather_object(times, gathered, dst=0)
+        times = _time_cuda(t, spec, group) if device == "cuda" else _time_cpu(t, spec, group)
+        gathered: list[Any] | None = [None] * world if me == 0 else None
+        dist.gather_object(times, gathered, dst=dst, group=group)
         if gathered is not None:
             per_rank = tuple(tuple(float(x) for x in g) for g in gathered)
             worst = tuple(max(col) for col in zip(*per_rank, strict=True))
             out.append(SizeResult(count * DTYPE_BYTES[spec.dtype], world, worst, per_rank))
-    return out if dist.get_rank() == 0 else None
+    return out if me == 0 else None
 
 
-def _time_cpu(t: Any, spec: BenchSpec) -> list[float]:
+def _time_cpu(t: Any, spec: BenchSpec, group: Any = None) -> list[float]:
     import torch.distributed as dist
 
     for _ in range(spec.warmup):
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
     times: list[float] = []
     clock = time.perf_counter_ns
     for _ in range(spec.iters):
-        dist.barrier()
+        dist.barrier(group=group)
         t0 = clock()
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
         times.append((clock() - t0) / 1e9)
     return times
 
 
-def _time_cuda(t: Any, spec: BenchSpec) -> list[float]:
+def _time_cuda(t: Any, spec: BenchSpec, group: Any = None) -> list[float]:
     import torch
     import torch.distributed as dist
 
     for _ in range(spec.warmup):
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
     torch.cuda.synchronize()
-    dist.barrier()
+    dist.barrier(group=group)
     event: Any = torch.cuda.Event
     pairs = [(event(enable_timing=True), event(enable_timing=True)) for _ in range(spec.iters)]
     for start, end in pairs:
         start.record()
-        dist.all_reduce(t)
+        dist.all_reduce(t, group=group)
         end.record()
     torch.cuda.synchronize()
     return [float(s.elapsed_time(e)) / 1e3 for s, e in pairs]

@@ -111,19 +111,23 @@ def local_backend(world_size: int) -> str:
     return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= world_size else "gloo"
 
 
-def measure(spec: BenchSpec, p: Phase3Params, *, layout: str, comm: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def measure(spec: BenchSpec, p: Phase3Params, *, layout: str, comm: Mapping[str, str] | None = None,
+            node_local: bool = False) -> dict[str, Any] | None:
     """One benchmark in this process's layout. Under torchrun/srun every rank calls it (collective)
-    and rank 0 gets the document, others None; else ``p.world_size`` local ranks are spawned."""
+    and rank 0 gets the document, others None (``node_local``: only the ranks of node 0 take part,
+    the single-node layout of a multi-node job); else ``p.world_size`` local ranks are spawned."""
     rank = RankEnv.from_env()
     if rank.distributed:
         from .bench import run_allreduce
 
         backend = ensure_group()
-        res = run_allreduce(spec)
+        members = list(range(rank.local_world_size)) if node_local else None
+        res = run_allreduce(spec, members)
         if res is None:
             return None
-        return results_doc(res, backend=backend, layout=f"torchrun {rank.nodes} node(s) x {rank.local_world_size}",
-                           env=comm_env(), spec=spec)
+        where = f"{rank.nodes} node(s) x {rank.local_world_size} rank(s)" if not node_local else \
+            f"node 0 only, {rank.local_world_size} rank(s)"
+        return results_doc(res, backend=backend, layout=f"{layout} (torchrun: {where})", env=comm_env(), spec=spec)
     backend = local_backend(p.world_size)
     return launch(spec, [Rank() for _ in range(p.world_size)], backend=backend, layout=layout, comm=comm)
 
@@ -151,3 +155,21 @@ def write_results(out_dir: Path, section: str, doc: Any) -> Path:
     cur[section] = doc
     cur["written_by_rank"] = RankEnv.from_env().rank
     return atomic_write_text(path, json.dumps(cur, default=str))
+
+
+def record(perfgate: Any, verdict: Any, check: bool = True) -> Any:
+    """Record a verdict computed here (the cross-node bound, per-size records) on the ``perfgate``
+    fixture, like ``perfgate.check`` does for verdicts it computes itself."""
+    perfgate._add(verdict)
+    if check:
+        perfgate.raise_for(verdict)
+    return verdict
+
+
+def phase2_line(decision: Mapping[str, Any] | None) -> str:
+    """Which phase-2 outcome phase 3 runs under (from decisions.json)."""
+    if not decision:
+        return "phase2: no recorded decision (phase 3 runs without phase 2's outcome)"
+    trig = ", ".join(decision.get("triggered_fallbacks", [])) or "none"
+    return (f"phase2: {str(decision.get('outcome', '?')).upper()} (run {decision.get('run_id', '?')}, "
+            f"{decision.get('timestamp', '?')}; triggered fallbacks: {trig})")
