@@ -277,6 +277,15 @@ def perfgate_thresholds(request: pytest.FixtureRequest) -> Any:
     return st.thresholds
 
 
+@pytest.fixture
+def perfgate_memory() -> Any:
+    """Memory probes and gates: ``with perfgate_memory.probe() as p: work()`` then ``p.report``
+    (skips, saying why, without a CUDA device); ``perfgate_memory.check(perfgate, report_or_sweep, gate)``."""
+    from .memory.fixture import MemoryGates
+
+    return MemoryGates(pytest.skip)
+
+
 @pytest.fixture(scope="session")
 def perfgate_engines(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
     """Session-scoped engine manager: ``get(name)`` starts ``[engines.NAME]`` lazily, at most one

@@ -21,6 +21,7 @@ section() {  # section TITLE TIMEOUT_S COMMAND...
 "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$REPORT" || exit 2
 
 # --- sections (each engineer adds one line; keep the total under 8 minutes) ---
+section "memory: probe, allocator sweep, max safe batch" 120 "$PY" -m pytest_perfgate.memory.gpucheck 4
 
 echo "tables written to $REPORT"
 exit $status
