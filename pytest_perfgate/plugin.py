@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 STATE = pytest.StashKey["RunState | None"]()
 CONF = pytest.StashKey["PluginConfig"]()
+RANK = pytest.StashKey[Any]()  # distributed.ranks.RankEnv of this process (torchrun / srun)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     pc = _resolve(config)
     config.stash[CONF] = pc
     config.stash[STATE] = None
+    _rank_setup(config)
     if pc.thresholds_path is None:
         return
     if not pc.thresholds_path.exists():
@@ -98,7 +100,8 @@ def pytest_configure(config: pytest.Config) -> None:
     inconclusive = pc.inconclusive or th.settings.inconclusive
     st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
     config.stash[STATE] = st
-    config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
+    if _rank(config).writes:  # under torchrun/srun only rank 0 evaluates gates and writes results
+        config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
     _install_sigterm(config)
 
 
@@ -126,6 +129,46 @@ def _install_sigterm(config: pytest.Config) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     config.add_cleanup(restore)
+
+
+def _rank(config: pytest.Config) -> Any:
+    from .distributed.ranks import RankEnv
+
+    return config.stash.get(RANK, None) or RankEnv()
+
+
+def _rank_setup(config: pytest.Config) -> None:
+    """Under torchrun / srun (RANK, WORLD_SIZE > 1): every rank runs the tests and measures; rank 0
+    alone evaluates and writes; other ranks print nothing and exit with rank 0's status."""
+    from .distributed.ranks import RankEnv
+
+    try:
+        rank = RankEnv.from_env()
+    except ValueError as e:
+        raise pytest.UsageError(f"perfgate: {e}") from None
+    config.stash[RANK] = rank
+    if rank.distributed:
+        config.pluginmanager.register(_RankStatus(rank), "perfgate-rank-status")
+
+
+class _RankStatus:
+    def __init__(self, rank: Any) -> None:
+        self.rank = rank
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if not self.rank.writes:  # quiet: no terminal output on ranks other than 0
+            tr = session.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None:
+                session.config.pluginmanager.unregister(tr)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        from .distributed.ranks import exchange_status
+
+        status = exchange_status(int(session.exitstatus))
+        if not self.rank.writes:
+            session.exitstatus = status
 
 
 def _state(config: pytest.Config) -> RunState | None:
@@ -243,6 +286,8 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
 
 def _say(config: pytest.Config) -> Callable[[str], None]:
     """Print a line to the terminal from inside a test without breaking pytest's output."""
+    if not _rank(config).writes:
+        return lambda msg: None
     capman = config.pluginmanager.getplugin("capturemanager")
     tw = config.get_terminal_writer()
 
