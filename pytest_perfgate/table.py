@@ -1,4 +1,8 @@
-"""The terminal gate table (plain text, fixed-width columns)."""
+"""The terminal gate table (plain text, fixed-width columns, at most ``width`` columns wide).
+
+When the full table is wider, columns are dropped (phase, then fallback, then CI) and long cells
+are shortened; the full table is always in summary.md and report.html.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +10,70 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 COLUMNS = ("phase", "gate", "statistic", "observed", "CI", "threshold", "outcome", "fallback")
+WIDTH = 120
+# columns dropped, in this order, until the table fits
+DROP_ORDER = ("phase", "fallback", "CI")
+MIN_CELL = 12
+
+
+def ci_cell(v: Mapping[str, Any]) -> str:
+    d = v.get("display", {})
+    if v.get("outcome") == "error":
+        return "error (see notes)"
+    if v.get("method") == "single":
+        return "single"
+    if v.get("lower") is None and v.get("upper") is None:
+        return f"too few samples (n={v['n']})"
+    return f"{d.get('lower')} - {d.get('upper')} (n={v['n']})"
 
 
 def _row(v: Mapping[str, Any]) -> tuple[str, ...]:
     d = v.get("display", {})
     what = f"{v['compare']} {v['metric']}" if v.get("compare") else v["metric"]
     thr = f"{v['direction']} {d.get('threshold')}" if v.get("direction") else "recorded"
-    if v.get("method") == "single":
-        ci = "single"
-    elif v.get("lower") is None and v.get("upper") is None:
-        ci = f"too few samples (n={v['n']})"
-    else:
-        ci = f"{d.get('lower')} - {d.get('upper')} (n={v['n']})"
     outcome = v["outcome"].upper() + (f" [{v['band']}]" if v.get("band") else "")
     fb = ",".join(v.get("fallbacks", [])) if v["outcome"] in ("fail", "inconclusive") else ""
-    return (v["phase"], v["gate"], f"{what} {v['statistic']}", str(d.get("observed")), ci, thr, outcome, fb)
+    return (v["phase"], v["gate"], f"{what} {v['statistic']}", str(d.get("observed")), ci_cell(v), thr, outcome, fb)
 
 
-def gate_table(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
-    rows = [COLUMNS, *(_row(v) for v in verdicts)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+def _render(rows: list[tuple[str, ...]], keep: list[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in keep]
     out = []
     for j, r in enumerate(rows):
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        out.append("  ".join(r[i].ljust(w) for i, w in zip(keep, widths, strict=True)).rstrip())
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 3)] + "..."
+
+
+def gate_table(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list[str]:
+    """The table's lines, none longer than ``width``; error verdicts' causes as notes below it."""
+    vs = list(verdicts)
+    rows = [COLUMNS, *(_row(v) for v in vs)]
+    keep = list(range(len(COLUMNS)))
+    lines = _render(rows, keep)
+    for col in DROP_ORDER:
+        if max(len(ln) for ln in lines) <= width:
+            break
+        keep.remove(COLUMNS.index(col))
+        lines = _render(rows, keep)
+    for _ in range(len(COLUMNS)):
+        over = max(len(ln) for ln in lines) - width
+        if over <= 0:
+            break
+        # shorten the widest column by the overflow (full text in summary.md / report.html)
+        widest = max(keep, key=lambda i: max(len(r[i]) for r in rows))
+        limit = max(MIN_CELL, max(len(r[widest]) for r in rows) - over)
+        rows = [tuple(_shorten(c, limit) if i == widest else c for i, c in enumerate(r)) for r in rows]
+        lines = _render(rows, keep)
+    if len(keep) < len(COLUMNS):
+        lines.append("(" + ", ".join(c for i, c in enumerate(COLUMNS) if i not in keep)
+                     + " left out to fit; full table in summary.md)")
+    errors = [v for v in vs if v.get("outcome") == "error"]
+    for v in errors:
+        lines.append(_shorten(f"error {v['gate']}: {v.get('note', '')}", width))
+    return [ln[:width] for ln in lines]

@@ -49,6 +49,17 @@ _add(("KiB",), "bytes", 1024.0)
 _add(("MiB",), "bytes", 1024.0**2)
 _add(("GiB",), "bytes", 1024.0**3)
 
+BASE_UNIT = {
+    "time": "s",
+    "token_rate": "tok/s",
+    "request_rate": "req/s",
+    "bandwidth": "B/s",
+    "fraction": "fraction",  # 1.0 = 100%
+    "number": "",
+    "bytes": "B",
+}
+"""The unit numbers are stored in (decisions.json's ``observed``, ``lower``, ``threshold``, ...)."""
+
 DIMENSION_DEFAULT_UNIT = {
     "time": "ms",
     "token_rate": "tok/s",
@@ -117,10 +128,10 @@ def format_value(base: float, u: Unit, digits: int = 3) -> str:
     if base is None or (isinstance(base, float) and math.isnan(base)):
         return "n/a"
     if math.isinf(base):
-        return ("-" if base < 0 else "") + "inf" + (f" {u.name}" if u.name else "")
+        return "unbounded"  # a bound that does not exist (too few samples), never "inf ms"
     v = base * 100.0 if u.name == "%" else base / u.factor
     if not math.isfinite(v):
-        return ("-" if v < 0 else "") + "inf" + (f" {u.name}" if u.name else "")
+        return "unbounded"
     if v == 0:
         text = "0"
     else:
@@ -130,3 +141,28 @@ def format_value(base: float, u: Unit, digits: int = 3) -> str:
     if u.name == "%":
         return text + "%"
     return f"{text} {u.name}" if u.name else text
+
+
+def change_text(observed: float, baseline: float) -> str | None:
+    """How ``observed`` compares with ``baseline``, without judging it (a failing gate is never
+    "better"): ``"34% lower"``, ``"12% higher"``, or ``"14.8x the baseline"`` from twice up."""
+    if not (math.isfinite(observed) and math.isfinite(baseline)) or baseline == 0:
+        return None
+    ratio = observed / baseline
+    if ratio >= 2:
+        return f"{ratio:.3g}x the baseline"
+    pct = abs(ratio - 1) * 100
+    if round(pct) == 0:
+        return "same as the baseline"
+    return f"{pct:.0f}% {'lower' if ratio < 1 else 'higher'}"
+
+
+def base_unit(display: str) -> str:
+    """The base unit of the dimension of display unit ``display`` (``"ms"`` -> ``"s"``)."""
+    return BASE_UNIT[unit(display).dimension]
+
+
+def note_unit(u: Unit) -> Unit:
+    """The unit to show a dimension's numbers in inside notes: the same one a verdict's rows use by
+    default (ms for times), so a note never says ``0.0191 s`` beside ``150 ms``."""
+    return unit(DIMENSION_DEFAULT_UNIT.get(u.dimension, u.name))

@@ -1,0 +1,251 @@
+"""First contact (issue 10): any pytest flags, short failures, one message for a broken setup,
+results never stale or silently unwritten. Exact texts, through pytester."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUMMARY = "FAILED test_gates.py::test_ttft - gate long_context_ttft: ttft p99 212 ms > max 150 ms"
+BODY = [
+    "gate long_context_ttft: ttft p99 = 212 ms (* 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms, 34% lower)",
+    '-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" '
+    "(docs/fallbacks.md#tiered-kv-cache) [[]cost: page swap 30-50 ms; TTFT about 40% lower[]]",
+]
+FIX = "pip install 'pytest-perfgate[engine]'"
+
+
+@pytest.fixture
+def quiet(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    """The project with a failing TTFT gate, a wide terminal and an empty model cache (no
+    hardware-floor warnings from cached embedded models)."""
+    monkeypatch.setenv("TTFT_MS", "212")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("PERFGATE_CACHE", str(tmp_path / "empty-cache"))
+    return project
+
+
+def failure_block(out: str, test: str) -> list[str]:
+    """The lines a failing test prints in FAILURES/ERRORS: its ``___ test ___`` header up to the
+    next header or section."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if re.fullmatch(rf"_+ (ERROR at setup of )?{test} _+", ln))
+    end = next(i for i in range(start + 1, len(lines)) if re.match(r"^(_{3,} |={3,})", lines[i]))
+    return lines[start:end]
+
+
+MATRIX = {
+    "without xdist": ["-p", "no:xdist"],
+    "xdist installed, not used": [],
+    "xdist -n 2 --dist loadgroup": ["-n", "2", "--dist", "loadgroup"],
+}
+
+
+@pytest.mark.parametrize("flags", MATRIX.values(), ids=MATRIX.keys())
+def test_strict_markers_warnings_as_errors_with_and_without_xdist(quiet: pytest.Pytester, flags: list[str]) -> None:
+    r = quiet.runpytest_subprocess("-m", "phase1", "--strict-markers", "-W", "error", "-p", "no:cacheprovider", *flags)
+    out = r.stdout.str() + r.stderr.str()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert (r.parseoutcomes()["passed"], r.parseoutcomes()["failed"]) == (2, 1)  # gate fails; its fallback test runs
+    assert "INTERNALERROR" not in out and "xdist_group" not in out and "Warning" not in out
+    r.stdout.fnmatch_lines([SUMMARY])
+    assert not (quiet.path / ".pytest_cache").exists()
+
+
+def test_xdist_group_marker_is_registered_without_xdist(pytester: pytest.Pytester) -> None:
+    r = pytester.runpytest("-p", "no:xdist", "--markers")
+    r.stdout.fnmatch_lines(["@pytest.mark.xdist_group(name): pytest-xdist --dist loadgroup group (inert without xdist)"])
+
+
+def test_failing_gate_is_its_message_alone(quiet: pytest.Pytester) -> None:
+    quiet.makepyfile(test_noise="""
+        import sys
+        import pytest
+
+        @pytest.mark.gate("long_context_ttft")
+        def test_noisy(perfgate, perfgate_engines):
+            runs = {"long_prompts": list(range(5000))}  # a big local: never shown
+            for i in range(90):
+                print("INFO engine line", i, "x" * 200)
+                print("WARN engine err", i, file=sys.stderr)
+            perfgate.check(perfgate.samples([212.0] * 400, "ms"))
+    """)
+    r = quiet.runpytest("-p", "no:xdist", "-m", "phase1")
+    out = r.stdout.str()
+    block = failure_block(out, "test_ttft")
+    assert len(block) <= 6, block  # the header and the two-line message
+    assert block[1:] == [ln.replace("[[]", "[").replace("[]]", "]") for ln in block[1:]]
+    r.stdout.fnmatch_lines([*BODY])
+    noisy = failure_block(out, "test_noisy")
+    assert len(noisy) <= 6, noisy
+    for absent in ("Traceback", "session.py", "plugin.py", "Verdict(", "runs = ", "engine line", "engine err",
+                   "Captured", "perfgate verdicts", "GateFailure"):
+        assert absent not in "\n".join(block + noisy), absent
+    r.stdout.fnmatch_lines([SUMMARY, "FAILED test_noise.py::test_noisy - gate long_context_ttft: ttft p99 212 ms > max 150 ms"])
+    # the engine test's captured output went to the engine log instead
+    log = (quiet.path / "perfgate-results" / "engines" / "session.log").read_text()
+    assert "----- test_noise.py::test_noisy: captured stdout call -----" in log
+    assert log.count("INFO engine line") == 90 and log.count("WARN engine err") == 90
+
+
+def test_tb_line_points_at_the_test_and_tb_long_brings_the_traceback_back(quiet: pytest.Pytester) -> None:
+    r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-k", "ttft", "--tb=line")
+    r.stdout.fnmatch_lines(["test_gates.py:6: gate long_context_ttft: ttft p99 212 ms > max 150 ms"])  # the test, not session.py
+    assert "session.py" not in r.stdout.str()
+    r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-k", "ttft", "--tb=long")
+    r.stdout.fnmatch_lines(["*pytest_perfgate/session.py:*", "E*GateFailure: gate long_context_ttft*"])
+
+
+ENGINE_KIND = """
+import subprocess
+import sys
+
+from pytest_perfgate.engines import base
+
+base.register("noisy", "conftest:make")
+
+
+class Noisy:
+    kind = "noisy"
+
+    def __init__(self, name, args):
+        self.name = name
+
+    def start(self):
+        # a real child process writes to the inherited stdout, like vLLM's EngineCore
+        subprocess.run([sys.executable, "-c", "for i in range(40): print('engine core line', i)"], check=True)
+        print("starting the noisy engine", file=sys.stderr)
+        raise base.EngineError("engine out of memory: tried to allocate 80 GiB")
+
+    def stop(self):
+        pass
+
+
+def make(name, args):
+    return Noisy(name, args)
+"""
+
+
+def test_engine_start_failure_names_its_log_and_shows_15_lines_once(quiet: pytest.Pytester) -> None:
+    th = quiet.path / "thresholds.toml"
+    th.write_text(th.read_text() + '\n[engines.noisy]\nkind = "noisy"\n')
+    quiet.makeconftest(ENGINE_KIND)
+    quiet.makepyfile(test_gates="""
+        import pytest
+
+        @pytest.mark.gate("long_context_ttft")
+        @pytest.mark.engine("noisy")
+        def test_a(perfgate, perfgate_engine):
+            pass
+
+        @pytest.mark.gate("acceptance")
+        @pytest.mark.engine("noisy")
+        def test_b(perfgate, perfgate_engine):
+            pass
+    """)
+    r = quiet.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider")
+    r.assert_outcomes(errors=2)
+    out = r.stdout.str()
+    log = quiet.path / "perfgate-results" / "engines" / "noisy.log"
+    head = "engine 'noisy' failed to start: engine out of memory: tried to allocate 80 GiB"
+    a = failure_block(out, "test_a")
+    assert a[1:3] == [head, f"last 15 lines of {log}:"], a
+    assert a[3:] == [f"  engine core line {i}" for i in range(26, 40)] + ["  starting the noisy engine"]
+    b = failure_block(out, "test_b")
+    assert b[1:] == [f"{head} (told above; log: {log})"]
+    assert out.count("engine core line 39") == 1  # the tail once
+    assert "Traceback" not in out and "conftest.py" not in out
+    text = log.read_text()
+    assert "engine core line 0\n" in text and "perfgate: engine 'noisy' failed to start" in text
+    # both gates record an error with the cause, units and compare kind kept
+    verdicts = json.loads((quiet.path / "perfgate-results" / "decisions.json").read_text())["phases"]["phase1"]["verdicts"]
+    assert {v["gate"]: (v["outcome"], v["display"]["threshold"], v["unit"]) for v in verdicts} == {
+        "long_context_ttft": ("error", "150 ms", "ms"), "acceptance": ("error", "70.0%", "%")}
+    r.stdout.fnmatch_lines(["phase1  long_context_ttft  ttft p99 * n/a       error (see notes)  max 150 ms  ERROR"])
+
+
+BLOCK = """
+import sys
+
+sys.modules["vllm"] = None  # as if not installed
+sys.modules["tokenizers"] = None
+"""
+
+
+def test_missing_dependency_is_one_line_with_its_fix(quiet: pytest.Pytester) -> None:
+    quiet.makeconftest(BLOCK)
+    quiet.makepyfile(test_gates="""
+        import pytest
+
+        @pytest.mark.gate("long_context_ttft")
+        def test_a(perfgate, perfgate_engine):
+            raise AssertionError("never reached: nothing is measured")
+
+        @pytest.mark.gate("acceptance")
+        def test_b(perfgate, perfgate_engines):
+            perfgate_engines.get("baseline")
+
+        def test_unrelated():
+            pass
+    """)
+    r = quiet.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider")
+    r.assert_outcomes(errors=2, passed=1)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    out = r.stdout.str()
+    cause = f"perfgate: engine 'baseline', 'speculative' cannot start: vllm, tokenizers are not installed (fix: {FIX})"
+    r.stdout.fnmatch_lines([f"{cause}; 2 test(s) that need it will error"])
+    assert out.count(f"{cause}; 2 test(s)") == 1
+    for t in ("test_a", "test_b"):
+        assert failure_block(out, t)[1:] == [cause], failure_block(out, t)
+    assert "No module named" not in out and "Traceback" not in out and "never reached" not in out
+    r.stdout.fnmatch_lines(["phase1  long_context_ttft  ttft p99 * n/a       error (see notes)  max 150 ms  ERROR",
+                            "phase1  acceptance * n/a       error (see notes)  min 70.0% * ERROR"])
+    doc = json.loads((quiet.path / "perfgate-results" / "decisions.json").read_text())
+    assert doc["phases"]["phase1"]["outcome"] == "failed"
+
+
+def test_models_make_without_tokenizers_is_one_line(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['tokenizers'] = None\n"
+            "from pytest_perfgate.cli import main\n"
+            f"sys.exit(main(['models', 'make', '--out', {str(tmp_path)!r}]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3
+    assert p.stdout == ""
+    assert p.stderr == f"perfgate models make: tokenizers is not installed (fix: {FIX})\n"
+
+
+def test_unwritable_results_directory_is_a_usage_error(quiet: pytest.Pytester) -> None:
+    (quiet.path / "afile").write_text("x")
+    r = quiet.runpytest("-p", "no:xdist", "--perfgate-out", "afile")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([f"ERROR: perfgate: --perfgate-out {quiet.path / 'afile'}: is a file, not a directory"])
+    r = quiet.runpytest("-p", "no:xdist", "--perfgate-out", "afile/sub")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([f"ERROR: perfgate: --perfgate-out {quiet.path / 'afile' / 'sub'}: "
+                            f"{quiet.path / 'afile'} is a file, not a directory"])
+    # not writable even for root: /proc refuses new entries
+    r = quiet.runpytest("-p", "no:xdist", "--perfgate-out", "/proc/perfgate-results")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: perfgate: --perfgate-out /proc/perfgate-results: cannot be created in /proc (*)"])
+    assert "Traceback" not in r.stderr.str()
+
+
+def test_a_later_write_failure_fails_the_session(quiet: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTFT_MS", "100")  # every test passes
+    quiet.makeconftest("""
+        import os
+        def pytest_sessionstart(session):
+            os.makedirs("perfgate-results/summary.md/x")  # a directory where the file must go
+    """)
+    r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-W", "ignore::UserWarning")
+    assert r.parseoutcomes()["passed"] == 2 and "failed" not in r.parseoutcomes()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    r.stdout.fnmatch_lines(["perfgate: could not write results (the session fails): reports in *perfgate-results: "
+                            "report writers failed: markdown (summary.md): IsADirectoryError: *"])
