@@ -129,10 +129,17 @@ class EngineManager:
         self.say(f"perfgate: starting engine {spec.name!r} ({spec.kind})")
         t = time.perf_counter()
         try:
-            if self.is_embedded(name):
-                # vLLM's CPU backend sizes its KV cache from this variable (GiB); 1 fits 8K prompts
-                os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             args = self.resolved_args(name)
+            if self.is_embedded(name):
+                # device start options (eager; bf16 and GPU memory on CUDA; the CPU KV-cache size
+                # variable only on the CPU): vllm_inproc.embedded_start
+                from .vllm_inproc import embedded_start
+
+                start_args, env = embedded_start(args, cuda=not cpu_only())
+                for k, v in env.items():
+                    os.environ.setdefault(k, v)
+                if spec.kind == "vllm":
+                    args = start_args
             engine = base.create(spec.name, spec.kind, args)
             engine.start()
         except base.EngineError as e:

@@ -31,6 +31,38 @@ def create(name: str, args: Mapping[str, Any]) -> VLLMEngine:
     return engine
 
 
+# Start options of the embedded default (tiny generated models), per device. Measured with
+# benchmarks/bench_startup.py on the 2-core CPU runner: vLLM's CPU default (dynamo + inductor)
+# started the baseline engine in 211 s and served the first 8,000-token prompt in 30 s; with
+# enforce_eager 82 s and 15 s (same machine, same load; README "Main job"). Tiny models gain nothing
+# from compilation or CUDA graphs, so both devices run eagerly.
+EMBEDDED_CPU_OPTIONS: dict[str, Any] = {"enforce_eager": True}
+EMBEDDED_CUDA_OPTIONS: dict[str, Any] = {
+    "enforce_eager": True,  # no CUDA-graph capture for a 3M-parameter model
+    "dtype": "bfloat16",  # the CPU default is float32; on a GPU the tensor cores want bf16
+    "gpu_memory_utilization": 0.2,  # tiny models; leaves the GPU to other jobs on a shared runner
+}
+CPU_ONLY_ENV = ("VLLM_CPU_KVCACHE_SPACE",)  # vLLM CPU-backend variables, never set on a GPU
+
+
+def embedded_start(args: Mapping[str, Any], cuda: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """(engine arguments, environment defaults) of an embedded engine on this device: the CPU or a
+    CUDA GPU. Explicit arguments from thresholds.toml win over the defaults; the device's own
+    settings replace the other device's (float32 -> bfloat16 on CUDA)."""
+    out = dict(args)
+    if cuda:
+        for k, v in EMBEDDED_CUDA_OPTIONS.items():
+            if k == "dtype" and out.get("dtype") in (None, "auto", "float32"):
+                out[k] = v
+            else:
+                out.setdefault(k, v)
+        return out, {}
+    for k, v in EMBEDDED_CPU_OPTIONS.items():
+        out.setdefault(k, v)
+    # vLLM's CPU backend sizes its KV cache from this variable (GiB); 1 fits 8K prompts
+    return out, {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
 def _arg_error(name: str, err: BaseException, args: Mapping[str, Any]) -> EngineError:
     """An EngineError naming the offending config key (when we can tell) and vLLM's message."""
     msg = str(err).strip() or type(err).__name__
@@ -69,6 +101,13 @@ class VLLMEngine:
         if self._llm is not None:
             return
         engine_args = self.engine_args()
+        if device_name() == "cpu":  # floors: this CPU's measured peak, once per machine (floors/probe.py)
+            try:
+                from ..floors.probe import cpu_hardware
+
+                cpu_hardware(run=True)
+            except Exception:
+                pass
 
         async def _make() -> Any:
             from vllm.v1.engine.async_llm import AsyncLLM
