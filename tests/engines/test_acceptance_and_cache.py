@@ -17,7 +17,7 @@ from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.models import ModelSet
 from pytest_perfgate.samples import Proportion
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.needs_engine
 
 
 def _engine(engine_slot: Any, tiny_models: ModelSet, key: str, draft: str | None, base_args: Any) -> Any:

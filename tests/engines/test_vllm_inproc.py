@@ -12,7 +12,7 @@ from pytest_perfgate.load.records import Request
 from pytest_perfgate.models import ModelSet
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_streams_token_prompts_exactly(vllm_engine: Any, tools: SimpleNamespace) -> None:
     lengths = [1, 37, 500, 2048]
     max_tokens = 12
@@ -22,7 +22,7 @@ def test_streams_token_prompts_exactly(vllm_engine: Any, tools: SimpleNamespace)
         assert rec.expected_prompt_tokens == n and rec.tag == "ids"
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_long_prompt_fits(vllm_engine: Any, tools: SimpleNamespace) -> None:
     n = 8000
     assert n + 256 <= tools.MAX_MODEL_LEN
@@ -30,7 +30,7 @@ def test_long_prompt_fits(vllm_engine: Any, tools: SimpleNamespace) -> None:
     tools.check_stream(rec, 8, n)
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_text_and_chat_prompts(vllm_engine: Any, tools: SimpleNamespace) -> None:
     text = "User: What is 15 percent of 240?\nAssistant:"
     n = vllm_engine.count_tokens(text)
@@ -41,7 +41,7 @@ def test_text_and_chat_prompts(vllm_engine: Any, tools: SimpleNamespace) -> None
     assert recs[1].output_tokens == 6
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_speculative_counters_show_acceptance(vllm_engine: Any, tools: SimpleNamespace) -> None:
     k = tools.NUM_SPEC_TOKENS
     before = run_sync(vllm_engine.counters())
@@ -57,7 +57,7 @@ def test_speculative_counters_show_acceptance(vllm_engine: Any, tools: SimpleNam
     assert 0.5 < accepted / drafted < 0.95  # calibrated draft, temperature 0: about 0.76
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_prefix_cache_counters_and_kv_gauge(vllm_engine: Any, tools: SimpleNamespace) -> None:
     prompt = tools.token_prompt(640, 42)
     tools.run_requests(vllm_engine, [Request(prompt, 2)])
@@ -70,7 +70,7 @@ def test_prefix_cache_counters_and_kv_gauge(vllm_engine: Any, tools: SimpleNames
     assert not any(k.endswith("_total") for k in after)
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_info_and_tokenizer(vllm_engine: Any, tiny_models: ModelSet, tools: SimpleNamespace) -> None:
     k = tools.NUM_SPEC_TOKENS
     info = vllm_engine.info()
@@ -83,7 +83,7 @@ def test_info_and_tokenizer(vllm_engine: Any, tiny_models: ModelSet, tools: Simp
     assert vllm_engine.count_tokens(text) == len(vllm_engine.tokenizer().encode(text, add_special_tokens=False))
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_bad_request_becomes_record_error(vllm_engine: Any, tools: SimpleNamespace) -> None:
     too_long = tools.token_prompt(tools.MAX_MODEL_LEN + 10, 1)
     (rec,) = tools.run_requests(vllm_engine, [Request(too_long, 4)])

@@ -32,7 +32,7 @@ def test_cli_args_mapping() -> None:
     ]  # fmt: skip
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_usage_prompt_tokens_match_requested_lengths(vllm_server: Any, tools: SimpleNamespace) -> None:
     lengths = [3, 300, 1500]
     reqs = [Request(tools.token_prompt(n, n), 10, prompt_tokens=n) for n in lengths]
@@ -41,7 +41,7 @@ def test_usage_prompt_tokens_match_requested_lengths(vllm_server: Any, tools: Si
         assert rec.output_tokens == 10 and rec.token_count_source == "server"
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_stream_counts_every_token(vllm_server: Any, tools: SimpleNamespace) -> None:
     """Random-weight models emit partial UTF-8 tokens: vLLM then streams chunks whose text is
     empty while usage.completion_tokens grows; those chunks still carry tokens."""
@@ -51,7 +51,7 @@ def test_stream_counts_every_token(vllm_server: Any, tools: SimpleNamespace) -> 
         tools.check_stream(rec, 10, n)
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_chat_api_and_text_prompt(vllm_server: Any, tools: SimpleNamespace) -> None:
     text = "User: Could you recommend a simple dinner?\nAssistant:"
     recs = tools.run_requests(vllm_server, [Request(text, 5), Request(text, 5, api="chat")])
@@ -60,7 +60,7 @@ def test_chat_api_and_text_prompt(vllm_server: Any, tools: SimpleNamespace) -> N
     assert recs[1].output_tokens == 5 and recs[1].chunk_ns
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_prometheus_counters(vllm_server: Any, tools: SimpleNamespace) -> None:
     before = run_sync(vllm_server.counters())
     recs = tools.run_requests(vllm_server, [Request(tools.token_prompt(32, 9 + i), 32) for i in range(4)])
@@ -72,7 +72,7 @@ def test_prometheus_counters(vllm_server: Any, tools: SimpleNamespace) -> None:
     assert "vllm:prefix_cache_queries" in after and "vllm:kv_cache_usage_perc" in after
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_info(vllm_server: Any, tiny_models: ModelSet) -> None:
     info = vllm_server.info()
     assert info["kind"] == "vllm-server" and info["vllm_version"]
@@ -80,7 +80,7 @@ def test_info(vllm_server: Any, tiny_models: ModelSet) -> None:
     assert info["model"] == str(tiny_models.target)
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_failed_start_reports_log_tail(tiny_models: ModelSet) -> None:
     engine = create(
         "broken", "vllm-server", {"model": str(tiny_models.target), "no_such_flag": 1, "startup_timeout": 180}

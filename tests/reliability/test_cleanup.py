@@ -52,7 +52,7 @@ def _listening_of(tag: str) -> list[int]:
     return sorted(c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.pid in pids)
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_sigint_mid_measurement_leaves_nothing_behind(pytester: pytest.Pytester) -> None:
     port = closed_port()
     tag = uuid.uuid4().hex

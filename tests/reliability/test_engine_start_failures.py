@@ -15,7 +15,7 @@ from reliability_helpers import perfgate_temp_files, tagged_processes
 pytest_plugins = ["pytester"]
 
 
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_failed_engine_starts_through_the_plugin(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     empty_model = pytester.mkdir("not-a-model")
     busy = socket.socket()

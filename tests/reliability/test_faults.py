@@ -265,7 +265,7 @@ timeout = 5
 
 
 # ---------------------------------------------------------------- a real vLLM server killed mid-run
-@pytest.mark.engine
+@pytest.mark.needs_engine
 def test_vllm_server_killed_mid_run(th: Thresholds) -> None:
     from pytest_perfgate.models import make_models
 

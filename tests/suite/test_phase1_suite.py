@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.engine
+pytestmark = pytest.mark.needs_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
