@@ -1,0 +1,111 @@
+"""A small real perfgate project for the CLI and report tests: gate tests that measure load runs
+against the scripted server (real sockets), run by pytest in a subprocess, twice (a baseline run,
+then a regressed one compared with it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+THRESHOLDS = """
+[phases.phase1]
+title = "Speculative decoding <for> long context & more"
+[fallbacks.tiered_kv_cache]
+title = "Plan A: tiered KV cache (GPU hot, CPU warm tokens)"
+cost = "2 engineer-weeks; page swaps 30-50 ms"
+doc = "docs/fallbacks.md#plan-a-tiered-kv-cache"
+[fallbacks.sequence_parallel]
+title = "Plan B: sequence parallelism"
+cost = "high complexity"
+doc = "https://example.org/sp?a=1&b=<2>"
+[gates.ttft]
+phase = "phase1"
+metric = "ttft"
+statistic = "p90"
+max = "60 ms"
+regression = "10%"
+fallback = ["tiered_kv_cache"]
+[gates.itl]
+phase = "phase1"
+metric = "itl"
+statistic = "p50"
+max = "2 ms"
+fallback = ["sequence_parallel"]
+[gates.acceptance]
+phase = "phase1"
+metric = "acceptance_rate"
+statistic = "rate"
+min = "40%"
+[gates.spec_speedup]
+phase = "phase1"
+metric = "e2e"
+statistic = "p50"
+compare = "ratio"
+runs = ["speculative", "plain"]
+max = "1.5"
+"""
+
+TESTS = '''
+import os
+import pytest
+from pytest_perfgate.calib import Script, ScriptedServer
+from pytest_perfgate.engines.openai import OpenAIEngine
+from pytest_perfgate.load.records import Request
+from pytest_perfgate.load.runner import run_load
+from pytest_perfgate.load.schedule import LoadConfig
+
+TTFT = float(os.environ.get("PG_TTFT", "0.012"))
+HOSTILE = "</script><img src=x onerror=alert(1)> & \\x1b[31m"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with ScriptedServer(Script(ttft=TTFT, itl=0.001, num_spec_tokens=2, tokens_per_chunk=2)) as srv:
+        eng = OpenAIEngine("scripted-" + HOSTILE, {"base_url": srv.base_url, "model": "scripted", "timeout": 10})
+        eng.start()
+        yield eng
+        eng.stop()
+
+
+def reqs(n, ttft=None):
+    out = []
+    for i in range(n):
+        over = {"id": f"r{i}"} if ttft is None else {"id": f"r{i}", "ttft": ttft}
+        out.append(Request(prompt=tuple(range(1, 9)), max_tokens=12, tag="tag " + HOSTILE, extra={"perfgate": over}))
+    return out
+
+
+@pytest.mark.gate("ttft", "itl", "acceptance")
+def test_latency(perfgate, engine):
+    run = run_load(engine, reqs(40), LoadConfig(num_requests=40, warmup=2))
+    perfgate.evaluate(run, "itl")
+    perfgate.evaluate(run, "acceptance")
+    perfgate.check(run, "ttft")
+
+
+@pytest.mark.gate("spec_speedup")
+def test_speedup(perfgate, engine):
+    spec = run_load(engine, reqs(20, ttft=TTFT), LoadConfig(num_requests=20))
+    plain = run_load(engine, reqs(20, ttft=TTFT * 1.2), LoadConfig(num_requests=20))
+    perfgate.check((spec, plain), "spec_speedup")
+
+
+@pytest.mark.fallback("tiered_kv_cache")
+def test_tiered_kv_cache():
+    pass
+'''
+
+
+def make(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "thresholds.toml").write_text(THRESHOLDS)
+    (root / "test_gates.py").write_text(TESTS)
+    return root
+
+
+def run_pytest(root: Path, *args: str, ttft: float = 0.012) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PG_TTFT": str(ttft)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
+                           "test_gates.py", *args], cwd=root, env=env, capture_output=True, text=True, timeout=600)
