@@ -14,6 +14,11 @@ ignore it).
 ``raw`` for ``http://`` URLs and aiohttp for ``https://`` and for hosts reached through a proxy
 from the environment (``HTTP_PROXY``/``NO_PROXY``; loopback hosts never are).
 
+The send stamp (``RequestRecord.sent_ns``, the start of TTFT and E2E) is taken right before the
+request is written to the socket, after the connection is ready; a request that had to open a new
+connection first records that time apart in ``RequestRecord.connect_ns`` (None when it reused a
+kept-alive one), so connection setup shows up in ``queue_time`` and ``connect_ns``, never in TTFT.
+
 The measuring path: ``clock()`` is read as soon as a network read returns, *before* anything is
 parsed (with ``raw``, first thing in ``data_received``; nothing else is woken per read). With
 ``raw``, in the common case (one ``data: <line>`` SSE event per HTTP chunk: vLLM, SGLang), each
@@ -125,6 +130,7 @@ class OpenAIEngine:
             self._session = aiohttp.ClientSession(
                 connector=connector, headers=self._headers, timeout=aiohttp.ClientTimeout(total=None),
                 auto_decompress=False, read_bufsize=2**18, trust_env=self._trust_env,
+                trace_configs=[_send_trace()],
             )
         return self._session
 
@@ -254,10 +260,12 @@ class OpenAIEngine:
         url = self.base_url + endpoint
         session = await self._ensure_session()
         events: list[tuple[int, bytes]] = []
+        stamps = _Stamps(clock)
         try:
             async with asyncio.timeout(self.timeout):
-                record.sent_ns = clock()
-                async with session.post(url, data=payload) as resp:
+                record.sent_ns = clock()  # replaced by the stamp at the headers' write (after any connect)
+                async with session.post(url, data=payload, trace_request_ctx=stamps) as resp:
+                    stamps.into(record)
                     if resp.status >= 400:
                         body = (await resp.read()).decode("utf-8", "replace")
                         body = " ".join(self._redact(body).translate(_CONTROL).split())
@@ -277,6 +285,7 @@ class OpenAIEngine:
             record.error = f"connection closed mid-stream: server disconnected after {len(events)} events"
         except aiohttp.ClientError as e:
             record.error = self._redact(f"connection error: {type(e).__name__}: {e}")
+        stamps.into(record)
         if record.error is None or events:
             _parse_events(events, record, api)
 
@@ -294,8 +303,11 @@ class OpenAIEngine:
 
         try:
             async with asyncio.timeout(self.timeout):
-                record.sent_ns = clock()
-                ex = await self._raw.request("POST", path, payload, clock, on_exchange=on_exchange)
+                record.sent_ns = clock()  # replaced by the socket-write stamp once the request is out
+                try:
+                    ex = await self._raw.request("POST", path, payload, clock, on_exchange=on_exchange)
+                finally:
+                    _send_stamps(record, live)
         except TimeoutError:
             events: list[tuple[int, bytes]] = []
             if live and live[-1].head_done and live[-1].status < 400:
@@ -343,6 +355,62 @@ class OpenAIEngine:
             record.error = f"connection closed mid-stream: after {len(events)} events"
         if record.error is None or events:
             _parse_events(events, record, api)
+
+
+class _Stamps:
+    """The aiohttp path's send stamp and connect time, filled by :func:`_send_trace`'s hooks."""
+
+    __slots__ = ("clock", "connect_start", "connect_ns", "sent")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.connect_start: int | None = None
+        self.connect_ns: int | None = None
+        self.sent: int | None = None
+
+    def into(self, record: RequestRecord) -> None:
+        if self.sent is not None:
+            record.sent_ns = self.sent
+        record.connect_ns = self.connect_ns
+
+
+def _send_trace() -> aiohttp.TraceConfig:
+    """aiohttp hooks: the time spent opening a new connection, and the send stamp right before
+    the request head is written (after the connection is ready)."""
+
+    def stamps(ctx: Any) -> _Stamps | None:
+        st = getattr(ctx, "trace_request_ctx", None)
+        return st if isinstance(st, _Stamps) else None
+
+    async def create_start(session: Any, ctx: Any, params: Any) -> None:
+        st = stamps(ctx)
+        if st is not None:
+            st.connect_start = st.clock()
+
+    async def create_end(session: Any, ctx: Any, params: Any) -> None:
+        st = stamps(ctx)
+        if st is not None and st.connect_start is not None:
+            st.connect_ns = st.clock() - st.connect_start
+
+    async def headers_sent(session: Any, ctx: Any, params: Any) -> None:
+        st = stamps(ctx)
+        if st is not None:
+            st.sent = st.clock()
+
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_create_start.append(create_start)
+    tc.on_connection_create_end.append(create_end)
+    tc.on_request_headers_sent.append(headers_sent)
+    return tc
+
+
+def _send_stamps(record: RequestRecord, live: list[Exchange]) -> None:
+    """The raw client's send stamp (at the socket write) and connect time, into ``record``."""
+    if live:
+        ex = live[-1]
+        if ex.sent_t is not None:
+            record.sent_ns = ex.sent_t
+        record.connect_ns = ex.connect_ns
 
 
 def _now() -> int:

@@ -16,6 +16,10 @@ keep-alive with a pool of idle connections per client (LIFO, unlimited), ``Conte
 ``Transfer-Encoding: chunked`` and close-delimited bodies, no compression (we never ask for it), one
 retry on a fresh connection when a reused idle connection turns out to be closed before any byte
 of the answer arrived.
+
+The send stamp (:attr:`Exchange.sent_t`) is taken at the socket write, after the connection is
+open; opening a new one is timed apart (:attr:`Exchange.connect_ns`), so that TCP setup never
+lands in TTFT or E2E.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ class Exchange:
 
     __slots__ = ("status", "reason", "headers", "times", "reads", "spans", "complete", "lost", "keep_alive",
                  "head_t", "_body_len", "lazy", "fast", "fast_times", "fast_data", "sink", "_done_ns", "_pend",
-                 "_pend_ends", "_pend_times")
+                 "_pend_ends", "_pend_times", "sent_t", "connect_ns")
 
     def __init__(self) -> None:
         self.status = 0
@@ -83,6 +87,10 @@ class Exchange:
         self._pend = b""
         self._pend_ends: list[int] = []
         self._pend_times: list[int] = []
+        # the clock just before the request's bytes were handed to the socket (after any connect),
+        # and the time spent opening a new connection for it (None: a kept-alive one was reused)
+        self.sent_t: int | None = None
+        self.connect_ns: int | None = None
 
     @property
     def head_done(self) -> bool:
@@ -611,7 +619,9 @@ class RawClient:
         """Send one request and return when its response is complete (or the connection ended).
 
         ``on_exchange`` is called with the live :class:`Exchange` as soon as it exists, so that a
-        caller whose wait is cancelled (timeout) can still inspect what arrived.
+        caller whose wait is cancelled (timeout) can still inspect what arrived. The exchange's
+        ``sent_t`` is ``clock()`` right before the socket write and ``connect_ns`` the time spent
+        opening a new connection first (None when a kept-alive connection was reused).
         Raises :class:`ConnectError` and :class:`ProtocolError`; a connection that ends early gives
         an exchange with ``lost`` set. Cancellation closes the connection.
         """
@@ -623,16 +633,21 @@ class RawClient:
         msg = head + b"\r\n" + (body or b"")
         for attempt in (0, 1):
             conn = self._take()
+            connect_ns: int | None = None
             if conn is None:
+                t0 = clock()
                 conn = await self._connect()
+                connect_ns = clock() - t0
                 self._loop = asyncio.get_running_loop()
             ex = Exchange()
+            ex.connect_ns = connect_ns
             if on_exchange is not None:
                 on_exchange(ex)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             conn.begin(ex, clock, method, waiter)
             assert conn.transport is not None
             try:
+                ex.sent_t = clock()  # the send stamp: at the socket write, connection setup excluded
                 conn.transport.write(msg)
                 await waiter
             except BaseException:

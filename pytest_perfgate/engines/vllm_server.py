@@ -9,7 +9,10 @@ JSON; a list as several values; ``port`` is the server's port, default a free on
 ``continuous_usage_stats`` (passed to the ``openai`` engine).
 
 The server runs in its own process group on a free loopback port with its output in a temporary
-log file; a failed start raises :class:`EngineError` with the last lines of that log.
+log file; a failed start raises :class:`EngineError` with the last lines of that log. It runs
+under a watchdog (:mod:`.procguard`): the server, its EngineCore and workers die with the session
+even when pytest is SIGKILLed, and a start first stops the servers that sessions killed earlier
+left behind (pid files in :func:`.procguard.servers_dir`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..load.records import Request, RequestRecord
+from . import procguard
 from .base import Clock, EngineError, redact_args, redact_command
 
 KIND = "vllm-server"
@@ -102,6 +106,8 @@ class VLLMServerEngine:
         self.port: int | None = None
         self.command: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
+        self._guard: procguard.Guarded | None = None
+        self.stale_stopped: list[str] = []  # servers of killed sessions stopped before this start
         self._log: Path | None = None
         self._client: Any = None
         self._tokenizer: Any = None
@@ -133,15 +139,14 @@ class VLLMServerEngine:
         fd, log = tempfile.mkstemp(prefix=f"perfgate-vllm-server-{self.name}-", suffix=".log")
         self._log = Path(log)
         t0 = time.monotonic()
+        self.stale_stopped = procguard.stop_stale()
+        for line in self.stale_stopped:
+            print(f"perfgate: [engines.{self.name}] {line}", file=sys.stderr)
         with os.fdopen(fd, "wb") as logf:
-            self._proc = subprocess.Popen(
-                self.command,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, **self.env},
-                start_new_session=True,
-            )
+            # the watchdog leads a new process group: the server and its children belong to it
+            self._guard = procguard.spawn(self.command, env={**os.environ, **self.env}, stdout=logf, name=self.name,
+                                          info={"port": self.port, "log": log})
+            self._proc = self._guard.proc
         atexit.register(self.stop)
         try:
             self._wait_healthy(t0)
@@ -207,6 +212,9 @@ class VLLMServerEngine:
             _terminate_group(proc)
             with contextlib.suppress(Exception):
                 atexit.unregister(self.stop)
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            guard.release()
         if self._log is not None and not keep_log:
             with contextlib.suppress(OSError):
                 self._log.unlink()
@@ -236,6 +244,7 @@ class VLLMServerEngine:
             vllm_version=vllm_version(),
             device=device_name(),
             start_seconds=self.start_seconds,
+            stale_servers_stopped=list(self.stale_stopped),
         )
         return base
 

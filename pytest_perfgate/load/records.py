@@ -32,7 +32,8 @@ class RequestRecord:
     index: int
     tag: str = ""
     scheduled_ns: int | None = None  # when the schedule wanted it sent
-    sent_ns: int = 0  # when it was actually sent
+    sent_ns: int = 0  # when it was actually sent (the socket write, after any connection setup)
+    connect_ns: int | None = None  # time spent opening a new connection before sent_ns; None: one was reused
     chunk_ns: list[int] = field(default_factory=list)  # arrival of every chunk carrying output
     chunk_tokens: list[int] = field(default_factory=list)  # output tokens in each such chunk
     end_ns: int | None = None  # end of stream ([DONE] / final output)
