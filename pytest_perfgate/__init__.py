@@ -26,6 +26,7 @@ _LAZY = {
     "make_samples": ("samples", "make_samples"),
     "Samples": ("samples", "Samples"),
     "Proportion": ("samples", "Proportion"),
+    "make_proportion": ("samples", "make_proportion"),
     "SampleError": ("samples", "SampleError"),
     "sample_until_decided": ("sequential", "sample_until_decided"),
 }
@@ -35,7 +36,7 @@ __all__ = sorted(_LAZY)
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
     from .failures import GateFailure
-    from .samples import Proportion, SampleError, Samples, make_samples
+    from .samples import Proportion, SampleError, Samples, make_proportion, make_samples
     from .sequential import sample_until_decided
     from .verdict import Verdict, evaluate
 

@@ -109,6 +109,8 @@ class Gate:
     engine: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     max_error_rate: float | None = None
+    regression: float | None = None  # tolerated relative change vs --perfgate-baseline before the gate fails
+    single: bool = False  # a "value" gate that accepts one measured number (no interval; the verdict says so)
 
     @property
     def recorded_only(self) -> bool:
@@ -153,7 +155,7 @@ _FALLBACK_KEYS = {"title", "cost", "doc", "description"}
 _GATE_KEYS = {
     "phase", "metric", "statistic", "max", "min", "baseline", "fallback", "compare", "runs",
     "confidence", "description", "title", "unit", "bands", "max_samples", "max_seconds", "engine",
-    "params", "record_only", "max_error_rate",
+    "params", "record_only", "max_error_rate", "regression", "single",
 }  # fmt: skip
 
 
@@ -173,7 +175,11 @@ class _Checker:
     def keys(self, t: Mapping[str, Any], allowed: set[str], table: str) -> None:
         for k in t:
             if k not in allowed:
-                raise self.err(table, k, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+                import difflib
+
+                close = difflib.get_close_matches(k, sorted(allowed), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise self.err(table, k, f"unknown key ({hint}allowed: {', '.join(sorted(allowed))})")
 
     def string(self, t: Mapping[str, Any], key: str, table: str, default: str = "") -> str:
         v = t.get(key, default)
@@ -284,7 +290,7 @@ def parse_thresholds(
     for name, t in c.table(doc, "gates", "").items():
         if not isinstance(t, dict):
             raise c.err("gates", name, "must be a table")
-        gates[name] = _parse_gate(c, name, t, phases, fallbacks, engines)
+        gates[name] = _parse_gate(c, name, t, phases, fallbacks, engines, settings)
 
     params = c.table(doc, "params", "")
     hardware, models = c.table(doc, "hardware", ""), c.table(doc, "models", "")
@@ -368,6 +374,7 @@ def _parse_gate(
     phases: Mapping[str, Phase],
     fallbacks: Mapping[str, Fallback],
     engines: Mapping[str, EngineSpec],
+    settings: Settings | None = None,
 ) -> Gate:
     tn = f"gates.{name}"
     c.keys(t, _GATE_KEYS, tn)
@@ -444,6 +451,13 @@ def _parse_gate(
     params = t.get("params", {})
     if not isinstance(params, dict):
         raise c.err(tn, "params", "must be a table")
+    single = t.get("single", False)
+    if not isinstance(single, bool):
+        raise c.err(tn, "single", f"must be true or false, got {single!r}")
+    if single and statistic.kind != "value":
+        raise c.err(tn, "single", f"only a statistic = \"value\" gate takes one measured number, not {statistic.text!r}")
+    if direction is not None and compare is None:
+        _check_reachable(c, tn, name, statistic, direction, conf, t, settings or Settings())
     return Gate(
         name=name,
         phase=phase,
@@ -464,7 +478,27 @@ def _parse_gate(
         engine=eng,
         params=params,
         max_error_rate=c.fraction(t["max_error_rate"], tn, "max_error_rate") if "max_error_rate" in t else None,
+        regression=c.fraction(t["regression"], tn, "regression") if "regression" in t else None,
+        single=single,
     )
+
+
+def _check_reachable(
+    c: _Checker, tn: str, name: str, st: Statistic, direction: str, conf: float | None,
+    t: Mapping[str, Any], settings: Settings,
+) -> None:
+    """A sequential gate whose budget can never give a pass is a usage error, named here."""
+    from .looks import pass_plan, unreachable_message
+
+    if st.kind != "quantile":
+        return
+    budget = t.get("max_samples", settings.max_samples)
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+        return  # reported by the max_samples check
+    level = conf if conf is not None else settings.confidence
+    if pass_plan(st.kind, st.q, direction, level, budget) is None:
+        key = "max_samples" if "max_samples" in t else None
+        raise c.err(tn, key, unreachable_message(name, st.kind, st.q, direction, level, budget))
 
 
 def _check_dim(

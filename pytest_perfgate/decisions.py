@@ -59,21 +59,48 @@ def read_decisions(out_dir: Path) -> dict[str, Any]:
     return doc
 
 
-def phase_outcome(verdicts: Iterable[Mapping[str, Any]], fallback_tests: Iterable[Mapping[str, Any]]) -> str:
-    """passed / failed / fallback (gates failed but every triggered plan was validated) / inconclusive."""
+def required_gates(th: Thresholds, phase: str) -> list[str]:
+    """The threshold gates a phase needs evaluated to pass: every gate with a min or max, except the
+    gates that validate a fallback plan (a gate whose ``runs`` names a plan: it is evaluated only
+    when that plan is triggered)."""
+    plans = set(th.fallbacks)
+    return [g.name for g in th.gates_of(phase) if not g.recorded_only and not (set(g.runs) & plans)]
+
+
+def phase_outcome(
+    verdicts: Iterable[Mapping[str, Any]],
+    fallback_tests: Iterable[Mapping[str, Any]],
+    required: Iterable[str] | None = None,
+) -> str:
+    """The outcome of a phase from its verdicts:
+
+    * "not run": no verdict at all;
+    * "failed": a gate errored, or failed with a triggered plan that was not validated;
+    * "incomplete": a required threshold gate (``required``) has no verdict (deselected, ``-k``,
+      interrupted), or only record-only verdicts exist: never "passed";
+    * "inconclusive": a threshold gate could not decide;
+    * "fallback": gates failed and *every* plan they triggered was validated (its test passed);
+    * "passed": every required gate passed.
+    """
     vs = list(verdicts)
     if not vs:
         return "not run"
+    if any(v["outcome"] == "error" for v in vs):
+        return "failed"
     failed = [v for v in vs if v["outcome"] == "fail"]
     if failed:
         triggered = {f for v in failed for f in v.get("fallbacks", [])}
         ok = {t["fallback"] for t in fallback_tests if t["outcome"] == "passed"}
-        return "fallback" if triggered and triggered & ok else "failed"
-    if any(v["outcome"] == "error" for v in vs):
-        return "failed"
+        if not triggered or not triggered <= ok:
+            return "failed"
+    evaluated = {v["gate"] for v in vs if v["outcome"] != "recorded"}
+    if required is not None and (set(required) - evaluated):
+        return "incomplete"
+    if not evaluated:
+        return "incomplete"  # record-only verdicts never make a phase pass
     if any(v["outcome"] == "inconclusive" for v in vs):
         return "inconclusive"
-    return "passed"
+    return "fallback" if failed else "passed"
 
 
 def phase_entry(
@@ -93,7 +120,7 @@ def phase_entry(
         "phase": phase,
         "title": ph.title,
         "depends_on": list(ph.depends_on),
-        "outcome": phase_outcome(verdicts, fallback_tests),
+        "outcome": phase_outcome(verdicts, fallback_tests, required_gates(th, phase)),
         "timestamp": now_iso(),
         "git_commit": commit,
         "thresholds_file": str(th.path),
@@ -104,6 +131,7 @@ def phase_entry(
         "triggered_fallbacks": triggered,
         "fallback_tests": fallback_tests,
         "not_evaluated": [g.name for g in th.gates_of(phase) if g.name not in evaluated],
+        "required_not_evaluated": [g for g in required_gates(th, phase) if g not in evaluated],
         "engines": engines or [],
     }
 

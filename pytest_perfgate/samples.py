@@ -50,12 +50,20 @@ class Samples:
 
 @dataclass(frozen=True)
 class Proportion:
-    """``successes`` out of ``trials`` (e.g. accepted out of proposed draft tokens)."""
+    """``successes`` out of ``trials`` (e.g. accepted out of proposed draft tokens).
+
+    Without clusters the trials are assumed independent (one binomial). With ``cluster_successes``
+    and ``cluster_trials`` (one entry per request, or per run) the bound is cluster-aware: build it
+    with :func:`make_proportion` from two equal-length sequences.
+    """
 
     successes: int
     trials: int
     label: str = ""
     extra: tuple[tuple[str, float], ...] = ()  # reported alongside (e.g. per-position rates)
+    cluster_successes: tuple[int, ...] = ()
+    cluster_trials: tuple[int, ...] = ()
+    cluster_unit: str = "request"  # what one cluster is: "request", "run", "draw"
 
     def __post_init__(self) -> None:
         for name in ("successes", "trials"):
@@ -68,6 +76,12 @@ class Proportion:
             raise SampleError(
                 f"proportion {self.label or ''}: successes {self.successes} > trials {self.trials}"
             )
+        cs, ct = self.cluster_successes, self.cluster_trials
+        if len(cs) != len(ct):
+            raise SampleError(f"proportion {self.label or ''}: {len(cs)} cluster successes for {len(ct)} cluster trials")
+        if ct and (sum(cs) != self.successes or sum(ct) != self.trials):
+            raise SampleError(f"proportion {self.label or ''}: clusters sum to {sum(cs)}/{sum(ct)}, "
+                              f"not {self.successes}/{self.trials}")
 
     @property
     def n(self) -> int:
@@ -76,6 +90,71 @@ class Proportion:
     @property
     def unit(self) -> Unit:
         return unit("%")
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.cluster_trials)
+
+    def clusters(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(successes, trials) per cluster as floats; one cluster (the whole proportion) when unclustered."""
+        if not self.cluster_trials:
+            return np.asarray([self.successes], dtype=np.float64), np.asarray([self.trials], dtype=np.float64)
+        return (np.asarray(self.cluster_successes, dtype=np.float64),
+                np.asarray(self.cluster_trials, dtype=np.float64))
+
+
+def make_proportion(successes: Any, trials: Any, *, label: str = "", unit_name: str = "request") -> Proportion:
+    """A proportion from two integers (one binomial: the verdict says it assumes independent trials)
+    or from two equal-length sequences, one entry per cluster (request): a cluster-aware bound.
+
+    ``make_proportion(760, 1000)``; ``make_proportion([12, 9, 15], [16, 16, 20])``.
+    """
+    where = f" {label}" if label else ""
+    scalar = [isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (successes, trials)]
+    if all(scalar):
+        return Proportion(int(successes), int(trials), label)
+    if any(scalar) or isinstance(successes, (str, bytes)) or isinstance(trials, (str, bytes)):
+        raise SampleError(f"proportion{where}: give two integers or two equal-length sequences, "
+                          f"got {type(successes).__name__} and {type(trials).__name__}")
+    try:
+        s = np.asarray(list(successes) if not isinstance(successes, np.ndarray) else successes)
+        t = np.asarray(list(trials) if not isinstance(trials, np.ndarray) else trials)
+    except TypeError:
+        raise SampleError(f"proportion{where}: successes and trials must be integers or sequences of them") from None
+    if s.ndim != 1 or t.ndim != 1 or s.size != t.size:
+        raise SampleError(f"proportion{where}: {s.size} successes for {t.size} trials: one entry per cluster each")
+    if s.size == 0:
+        raise SampleError(f"proportion{where}: no clusters (empty lists): nothing was measured")
+    for name, a in (("successes", s), ("trials", t)):
+        if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a))):
+            raise SampleError(f"proportion{where}: {name} must be integers, got {a.dtype} values")
+    si, ti = s.astype(np.int64), t.astype(np.int64)
+    bad = (si < 0) | (si > ti)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise SampleError(f"proportion{where}: cluster {i}: {int(si[i])} successes of {int(ti[i])} trials")
+    return Proportion(int(si.sum()), int(ti.sum()), label, cluster_successes=tuple(si.tolist()),
+                      cluster_trials=tuple(ti.tolist()), cluster_unit=unit_name)
+
+
+def pool(parts: Iterable[Proportion], label: str = "") -> Proportion:
+    """Pool proportions keeping clusters: a clustered part contributes its clusters, an unclustered
+    part (e.g. one run's counter delta) counts as one cluster (the run)."""
+    cs: list[int] = []
+    ct: list[int] = []
+    units: set[str] = set()
+    extra: tuple[tuple[str, float], ...] = ()
+    for p in parts:
+        if p.clustered:
+            cs.extend(p.cluster_successes)
+            ct.extend(p.cluster_trials)
+        else:
+            cs.append(p.successes)
+            ct.append(p.trials)
+        units.add(p.cluster_unit if p.clustered else "run")
+        extra = extra or p.extra
+    unit_name = "request" if units == {"request"} else "run" if units == {"run"} else "request or run"
+    return Proportion(sum(cs), sum(ct), label, extra, tuple(cs), tuple(ct), unit_name)
 
 
 @runtime_checkable

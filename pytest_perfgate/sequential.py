@@ -1,10 +1,14 @@
 """Sequential sampling: draw samples until a gate is decided or a budget runs out.
 
 Looking at the data after every sample and stopping at the first "pass" would inflate the false-pass
-rate (optional stopping). We look only at a fixed geometric schedule of sample counts and split the
-error budget ``1 - c`` evenly over the planned looks (Bonferroni), so the whole procedure keeps its
-false-pass (and false-fail) rate under ``1 - c``. A clear failure stops at the first look (a handful
-of samples); a clear pass stops at the first look where the rule allows a pass.
+rate (optional stopping). We look only at a fixed geometric schedule of sample counts and spend the
+error budget ``1 - c`` per kind of error (see :mod:`looks`): a fail may be declared at every look
+(``1 - c`` split over all of them), a pass only at the looks where a pass is possible at all
+(``1 - c`` split over those), so a clear failure stops after a handful of samples and a pass stays
+reachable within ``max_samples``. A budget in which no pass is possible is a usage error.
+
+Proportion draws (acceptance of one round of requests) are pooled keeping their clusters (requests,
+or the draw itself when a draw has no per-request data), with ``1 - c`` split over ``max_draws`` looks.
 """
 
 from __future__ import annotations
@@ -18,24 +22,23 @@ from typing import Any
 import numpy as np
 
 from .config import Gate, Thresholds
-from .samples import MetricSource, Proportion, Samples, make_samples
+from .looks import FIRST_LOOK, GROWTH, LookPlan, look_schedule, pass_plan, unreachable_message
+from .samples import MetricSource, Proportion, Samples, make_samples, pool
 from .units import Unit
 from .verdict import Verdict, evaluate
 
-FIRST_LOOK = 5
-GROWTH = 1.5
+
+class SequentialUsageError(ValueError):
+    """A sequential gate that cannot pass within its budget (names the gate)."""
 
 
-def look_schedule(max_samples: int, first: int = FIRST_LOOK, growth: float = GROWTH) -> list[int]:
-    """Sample counts at which the data are examined: first, first*g, ..., max_samples."""
-    looks: list[int] = []
-    n = float(min(first, max_samples))
-    while int(n) < max_samples:
-        if not looks or int(n) > looks[-1]:
-            looks.append(int(n))
-        n *= growth
-    looks.append(max_samples)
-    return looks
+def plan_for(gate: Gate, c: float, max_n: int) -> LookPlan:
+    """The looks of ``gate`` within ``max_n`` samples; raises :class:`SequentialUsageError` if no pass is reachable."""
+    st = gate.statistic
+    plan = pass_plan(st.kind, st.q, gate.direction, c, max_n)
+    if plan is None:
+        raise SequentialUsageError(unreachable_message(gate.name, st.kind, st.q, gate.direction, c, max_n))
+    return plan
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ class SequentialResult:
     samples: Samples
     looks: int
     stopped_by: str  # "decided" | "max_samples" | "max_seconds" | "errors" (error budget exceeded)
-    per_look_confidence: float
+    per_look_confidence: float  # of the pass decision (the fail side: ``plan.c_fail``)
+    plan: LookPlan | None = None
 
 
 def sample_until_decided(
@@ -67,8 +71,11 @@ def sample_until_decided(
     max_n = max_samples or gate.max_samples or (settings.max_samples if settings else 10_000)
     max_s = max_seconds or gate.max_seconds or (settings.max_seconds if settings else 600.0)
     c = confidence or gate.confidence or (settings.confidence if settings else 0.95)
-    looks = look_schedule(max_n)
-    c_look = 1 - (1 - c) / len(looks)
+    plan = plan_for(gate, c, max_n) if gate.direction is not None else None
+    looks = list(plan.looks) if plan else look_schedule(max_n)
+    c_look = plan.c_pass if plan else c
+    c_fail = plan.c_fail if plan else c
+    pass_looks = set(plan.pass_looks) if plan else set()
     values: list[float] = []
     shown: Unit | None = None
     t0 = clock()
@@ -100,22 +107,32 @@ def sample_until_decided(
             progress(len(values), max_n, clock() - t0)
         out_of_time = clock() - t0 >= max_s
         if len(values) >= looks[next_look] or out_of_time or len(values) >= max_n:
+            at = min(len(values), max_n)
+            planned = looks[next_look] if looks[next_look] <= at else at
             while next_look < len(looks) - 1 and looks[next_look] <= len(values):
                 next_look += 1
             looked += 1
             data = Samples(np.asarray(values[:max_n]), shown, gate.name)
-            verdict = evaluate(gate, data, confidence=c_look, thresholds=thresholds)
-            if verdict.outcome in ("pass", "fail"):
+            verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
+            if verdict.outcome == "fail":
                 stopped = "decided"
                 break
+            # a pass only at a planned pass look, or at the last look (time or budget) once a pass is possible
+            last = out_of_time or at >= max_n
+            if plan is not None and (planned in pass_looks or (last and at >= plan.first_pass)):
+                v_pass = evaluate(gate, data, confidence=c_look, thresholds=thresholds)
+                if v_pass.outcome == "pass":
+                    verdict = v_pass
+                    stopped = "decided"
+                    break
             if out_of_time:
                 stopped = "max_seconds"
                 break
     assert shown is not None
     data = Samples(np.asarray(values[:max_n]), shown, gate.name)
     if verdict is None or verdict.n != data.n:
-        verdict = evaluate(gate, data, confidence=c_look, thresholds=thresholds)
-    return SequentialResult(verdict, data, looked, stopped, c_look)
+        verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
+    return SequentialResult(verdict, data, looked, stopped, c_look, plan)
 
 
 def _proportions(
@@ -130,21 +147,27 @@ def _proportions(
     t0: float,
     progress: Callable[[int, int, float], None] | None,
 ) -> SequentialResult:
-    """Proportion draws (e.g. acceptance of one batch of requests): pool successes and trials,
-    look after every draw, at most ``max_draws`` looks, each at confidence 1 - (1 - c) / max_draws."""
+    """Proportion draws (e.g. acceptance of one batch of requests): pool them keeping clusters (a
+    draw with per-request data adds its requests, one without adds itself as one cluster), look after
+    every draw, at most ``max_draws`` looks, each at confidence 1 - (1 - c) / max_draws."""
     c_look = 1 - (1 - c) / max_draws
-    succ, trials, draws = 0, 0, 0
+    parts: list[Proportion] = []
+    draws = 0
     got: Any = first
     verdict: Verdict | None = None
     stopped = "max_samples"
+    pooled = Proportion(0, 0, gate.name)
     while True:
         if not isinstance(got, Proportion):
             raise TypeError(f"gate {gate.name}: draw() returned a Proportion before, now {type(got).__name__}")
-        succ, trials, draws = succ + got.successes, trials + got.trials, draws + 1
+        parts.append(got)
+        draws += 1
+        pooled = pool(parts, gate.name)
+        succ, trials = pooled.successes, pooled.trials
         if progress:
             progress(draws, max_draws, clock() - t0)
         if trials:
-            verdict = evaluate(gate, Proportion(succ, trials, gate.name), confidence=c_look, thresholds=thresholds)
+            verdict = evaluate(gate, pooled, confidence=c_look, thresholds=thresholds)
             if verdict.outcome in ("pass", "fail"):
                 stopped = "decided"
                 break
@@ -155,7 +178,7 @@ def _proportions(
             break
         got = draw()
     if verdict is None:
-        verdict = evaluate(gate, Proportion(succ, trials, gate.name), confidence=c_look, thresholds=thresholds)
+        verdict = evaluate(gate, pooled, confidence=c_look, thresholds=thresholds)
     return SequentialResult(verdict, Samples(np.asarray([succ / trials if trials else 0.0]), _pct(), gate.name),
                             draws, stopped, c_look)
 
@@ -207,10 +230,16 @@ def _as_list(got: Any) -> list[Any]:
 
 
 def confidence_note(result: SequentialResult, c: float) -> str:
+    why = {"decided": "decided", "max_samples": "stopped at max_samples", "max_seconds": "stopped at max_seconds",
+           "errors": "stopped: error budget exceeded"}.get(result.stopped_by, f"stopped by {result.stopped_by}")
+    looks = "1 look" if result.looks == 1 else f"{result.looks} looks"
+    if result.plan is not None:
+        return f"sequential: {why} after {looks}; planned {result.plan.describe(c)}"
     return (
-        f"sequential: {result.looks} looks, each at {result.per_look_confidence:.4f} "
-        f"(Bonferroni split of {1 - c:g}); stopped by {result.stopped_by}"
+        f"sequential: {why} after {looks}; each look at {result.per_look_confidence:.2%} confidence "
+        f"(a {c:.0%} overall level split over the planned looks)"
     )
 
 
-__all__ = ["SequentialResult", "sample_until_decided", "look_schedule", "confidence_note"]
+__all__ = ["SequentialResult", "SequentialUsageError", "sample_until_decided", "look_schedule", "confidence_note",
+           "plan_for", "FIRST_LOOK", "GROWTH"]

@@ -235,3 +235,34 @@ def prefix_cache_hit_rate(before: Mapping[str, float], after: Mapping[str, float
     if hits is None or queries is None:
         return None
     return Proportion(int(round(hits)), int(round(queries)), label="prefix_cache_hit_rate")
+
+
+def per_request(
+    pooled: Proportion,
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    snapshots: Sequence[Mapping[str, float]],
+    hits: str,
+    trials: str,
+) -> Proportion:
+    """``pooled`` with one cluster per request, from the counter snapshots taken after each request of a
+    sequential run (counter deltas between consecutive snapshots). Without usable snapshots (concurrent
+    run, counters missing, or snapshots that do not add up to the run's total) the run stays one
+    unclustered proportion, pooled later as one cluster."""
+    if not snapshots:
+        return pooled
+    cs: list[int] = []
+    ct: list[int] = []
+    prev = before
+    for snap in [*snapshots, after]:
+        dh, dt = delta(prev, snap, hits), delta(prev, snap, trials)
+        if dh is None or dt is None or dh < 0 or dt < 0 or dh > dt:
+            return pooled
+        cs.append(int(round(dh)))
+        ct.append(int(round(dt)))
+        prev = snap
+    if sum(cs) != pooled.successes or sum(ct) != pooled.trials:
+        return pooled
+    keep = [(s, t) for s, t in zip(cs, ct, strict=True) if t > 0]
+    return Proportion(pooled.successes, pooled.trials, pooled.label, pooled.extra,
+                      tuple(s for s, _ in keep), tuple(t for _, t in keep), "request")

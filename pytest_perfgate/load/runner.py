@@ -53,6 +53,7 @@ class _Run:
         self.engine, self.requests, self.config = engine, requests, config
         self.progress, self.stop_fn = progress, stop
         self.records: list[RequestRecord] = []
+        self.request_counters: list[dict[str, float]] = []  # after each measured request (sequential runs)
         self.done: list[RequestRecord] = []
         self.stopped = False
         self.start_ns = 0
@@ -83,6 +84,10 @@ class _Run:
         except Exception as e:  # the protocol says never raise; a broken engine must not end the run
             rec.error = f"engine raised: {type(e).__name__}: {e}"
         if not warmup:
+            if self.config.in_flight == 1 and not self.config.open_loop:
+                # one request at a time: counters after each one give per-request clusters (acceptance,
+                # prefix-cache hits) instead of one pooled binomial (docs/statistics.md)
+                self.request_counters.append(await self._counters())
             self._finished(rec)
         return rec
 
@@ -132,6 +137,7 @@ class _Run:
             records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
             counters_before=before, counters_after=after, config=cfg,
             start_ns=self.start_ns, end_ns=end_ns, gauges=self.gauges, stopped_early=self.stopped,
+            request_counters=self.request_counters,
         )
 
     async def _closed_loop(self, workers: int) -> None:

@@ -91,8 +91,10 @@ def test_clopper_pearson_edges() -> None:
 def test_mean_bounds_edges() -> None:
     one = stats.mean_bounds(np.array([3.0]), 0.95)
     assert one.observed == 3.0 and one.lower == -math.inf and one.upper == math.inf
-    eq = stats.mean_bounds(np.array([2.0, 2.0, 2.0]), 0.95)
+    eq = stats.mean_bounds(np.array([2.0] * 12), 0.95)
     assert eq.lower == eq.upper == 2.0
+    few = stats.mean_bounds(np.array([2.0, 2.0, 2.0]), 0.95, "max")  # < 12 samples: no upper bound
+    assert few.upper == math.inf and few.lower == 2.0 and "12 samples" in few.warning
 
 
 def test_needed_is_reported_and_consistent() -> None:

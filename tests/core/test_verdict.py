@@ -18,7 +18,7 @@ def test_failure_message_names_the_fallback(th: Thresholds) -> None:
     assert v.outcome == "fail" and v.n == 500 and v.triggered == ("tiered_kv_cache", "sequence_parallel")
     msg = str(GateFailure(v))
     assert msg.startswith("gate long_context_ttft: ttft p99 = ")
-    assert "(95% CI " in msg and "n=500) > max 150 ms (baseline 320 ms" in msg
+    assert "(one-sided 95% bounds " in msg and "n=500) > max 150 ms (baseline 320 ms" in msg
     assert '-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" (docs/fallbacks.md#tiered-kv-cache)' in msg
     assert isinstance(GateFailure(v), AssertionError)
 
@@ -26,11 +26,9 @@ def test_failure_message_names_the_fallback(th: Thresholds) -> None:
 @pytest.mark.parametrize("n", [1, 2])
 def test_tiny_samples_are_inconclusive_with_needed(th: Thresholds, n: int) -> None:
     v = evaluate(th.gate("long_context_ttft"), make_samples([100.0] * n, "ms"), thresholds=th)
-    if n == 1:
-        assert v.method == "single" and v.outcome == "pass" and "single measurement" in v.summary()
-    else:
-        assert v.outcome == "inconclusive" and v.needed == 299
-        assert "need >= 299 samples in all (297 more)" in v.summary()
+    # one sample is never a pass of a percentile gate: it is a sample, not the percentile
+    assert v.outcome == "inconclusive" and v.needed == 299 and v.method == "order-statistic"
+    assert f"need >= 299 samples in all ({299 - n} more)" in v.summary()
 
 
 def test_zero_samples_rejected(th: Thresholds) -> None:
@@ -41,8 +39,10 @@ def test_zero_samples_rejected(th: Thresholds) -> None:
 def test_all_equal_samples(th: Thresholds) -> None:
     v = evaluate(th.gate("long_context_ttft"), make_samples([100.0] * 400, "ms"), thresholds=th)
     assert v.outcome == "pass" and v.lower == v.upper == pytest.approx(0.1)
-    v = evaluate(th.gate("mean_tpot"), make_samples([40.0] * 5, "ms"), thresholds=th)
+    v = evaluate(th.gate("mean_tpot"), make_samples([40.0] * 12, "ms"), thresholds=th)
     assert v.outcome == "pass"
+    v = evaluate(th.gate("mean_tpot"), make_samples([40.0] * 5, "ms"), thresholds=th)
+    assert v.outcome == "inconclusive" and v.needed == 12 and "needs >= 12 samples" in v.note
 
 
 @pytest.mark.parametrize(
@@ -79,19 +79,25 @@ def test_proportion_and_bands(th: Thresholds) -> None:
         evaluate(th.gate("acceptance"), Proportion(0, 0), thresholds=th)
 
 
-def test_ratio_gate_bootstrap_is_reproducible(th: Thresholds) -> None:
+def test_ratio_gate_is_reproducible(th: Thresholds) -> None:
     rng = np.random.default_rng(3)
     spec = make_samples(rng.normal(100, 5, 40), "tok/s", denominators=np.ones(40))
     plain = make_samples(rng.normal(110, 5, 40), "tok/s", denominators=np.ones(40))
     v1 = evaluate(th.gate("tput_ratio"), (spec, plain), thresholds=th)
     v2 = evaluate(th.gate("tput_ratio"), (spec, plain), thresholds=th)
-    assert v1 == v2 and v1.method == "bootstrap" and v1.outcome == "pass"
+    assert v1 == v2 and v1.method == "Welch t on the log ratio of sums" and v1.outcome == "pass"
     assert v1.lower < v1.observed < v1.upper
+    assert "design: requests as the unit (40 vs 40), assumes no run-to-run variance" in v1.note
 
 
 def test_single_values_ratio(th: Thresholds) -> None:
-    v = evaluate(th.gate("tput_ratio"), (make_samples([30], "tok/s"), make_samples([40], "tok/s")), thresholds=th)
-    assert v.outcome == "fail" and v.observed == pytest.approx(0.75) and v.method == "single"
+    from dataclasses import replace
+
+    pair = (make_samples([30], "tok/s"), make_samples([40], "tok/s"))
+    v = evaluate(th.gate("tput_ratio"), pair, thresholds=th)  # one number a side: no bound
+    assert v.outcome == "inconclusive" and v.observed == pytest.approx(0.75) and "single = true" in v.note
+    v = evaluate(replace(th.gate("tput_ratio"), single=True), pair, thresholds=th)
+    assert v.outcome == "fail" and v.method == "single" and "single = true" in v.summary()
 
 
 def test_difference_gate(th: Thresholds) -> None:
@@ -120,10 +126,17 @@ def test_recorded_only(th: Thresholds) -> None:
     assert v.outcome == "recorded" and v.passed and v.triggered == ()
 
 
-def test_value_statistic_with_many_samples_is_an_error(th: Thresholds) -> None:
-    with pytest.raises(SampleError, match="takes one measured value"):
-        evaluate(th.gate("tput_ratio").__class__(**{**th.gate("tput_ratio").__dict__, "compare": None}),
-                 make_samples([1.0, 2.0], "tok/s"), thresholds=th)
+def test_value_statistic_of_repeated_runs_is_their_mean(th: Thresholds) -> None:
+    from dataclasses import replace
+
+    from pytest_perfgate.units import parse_quantity
+
+    gate = replace(th.gate("tput_ratio"), compare=None, threshold=parse_quantity("30 tok/s"), direction="min")
+    v = evaluate(gate, make_samples([40.0, 41.0, 39.5, 40.2] * 3, "tok/s"), thresholds=th)
+    assert v.outcome == "pass" and v.method == "skew-corrected t" and "mean of repeated runs" in v.note
+    v = evaluate(gate, make_samples([40.0], "tok/s"), thresholds=th)  # one run: no bound unless single = true
+    assert v.outcome == "inconclusive" and "repeat the run" in v.note
+    assert evaluate(replace(gate, single=True), make_samples([40.0], "tok/s"), thresholds=th).outcome == "pass"
 
 
 def test_one_million_samples_under_100ms(th: Thresholds) -> None:

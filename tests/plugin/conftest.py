@@ -41,6 +41,7 @@ metric = "output_throughput"
 statistic = "value"
 min = "30 tok/s"
 baseline = "15 tok/s"
+single = true
 fallback = ["fp16_pipeline"]
 """
 

@@ -27,7 +27,7 @@ def test_failing_gate_names_fallback_and_runs_fallback_test(project: pytest.Pyte
     r = project.runpytest("-m", "phase1")
     r.assert_outcomes(passed=2, failed=1, deselected=1)
     r.stdout.fnmatch_lines([
-        "*GateFailure: gate long_context_ttft: ttft p99 = 212 ms (95% CI 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms*",
+        "*GateFailure: gate long_context_ttft: ttft p99 = 212 ms (one-sided 95% bounds 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms*",
         '*-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" (docs/fallbacks.md#tiered-kv-cache)*',
     ])
     r.stdout.fnmatch_lines(["triggered fallbacks:", "  tiered_kv_cache: Plan A*"])
@@ -125,7 +125,7 @@ def test_several_checks_per_test_all_recorded(project: pytest.Pytester) -> None:
 def test_confidence_option(project: pytest.Pytester) -> None:
     r = project.runpytest("-k", "ttft", "--perfgate-confidence", "0.99")
     r.assert_outcomes(failed=1, deselected=3)  # 400 samples can't support P99 at 99% (needs 459)
-    r.stdout.fnmatch_lines(["*99% CI*need >= 459 samples*"])
+    r.stdout.fnmatch_lines(["*one-sided 99% bounds*need >= 459 samples*"])
 
 
 def test_junit_properties_and_gates_xml(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,84 @@
+"""When a sequential gate looks at its data, and at what confidence (pure Python: no numpy, so that
+``config`` can check budgets at load time).
+
+The error budget ``alpha = 1 - c`` is spent separately on the two wrong decisions:
+
+* a false **fail** may happen at any look: ``alpha`` is split evenly (Bonferroni) over all looks of the
+  geometric schedule, so a clear failure stops at the first look (a handful of samples);
+* a false **pass** can only happen at a look where a pass is possible at all. For a quantile gate that
+  needs ``n >= log(alpha_k) / log(q')`` samples (every one of them on the good side of the threshold,
+  MLPerf early stopping with 0 over), so the pass budget is split only over the ``K`` looks at or
+  after that point, with ``K`` chosen as the smallest count for which those looks exist. Looks before
+  it spend nothing on a pass. Each error stays under ``alpha`` (Bonferroni over the looks that can make it).
+
+If no look within the budget can pass, the gate is unpassable: :func:`pass_plan` returns None and the
+caller raises a usage error naming the gate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+FIRST_LOOK = 5
+GROWTH = 1.5
+MEAN_MIN_N = 12  # the mean's bound needs at least this many samples (see stats.mean_bounds)
+
+
+def look_schedule(max_samples: int, first: int = FIRST_LOOK, growth: float = GROWTH) -> list[int]:
+    """Sample counts at which the data are examined: first, first*g, ..., max_samples."""
+    looks: list[int] = []
+    n = float(min(first, max_samples))
+    while int(n) < max_samples:
+        if not looks or int(n) > looks[-1]:
+            looks.append(int(n))
+        n *= growth
+    looks.append(max_samples)
+    return looks
+
+
+def min_pass_samples(kind: str, q: float | None, direction: str | None, alpha: float) -> int:
+    """Fewest samples at which a pass is possible at error ``alpha`` (every sample on the good side)."""
+    if kind == "quantile" and q is not None:
+        qq = q if direction != "min" else 1 - q  # the probability of a sample on the good side
+        return max(1, math.ceil(math.log(alpha) / math.log(qq) - 1e-12))
+    if kind == "mean":
+        return MEAN_MIN_N
+    return 2
+
+
+@dataclass(frozen=True)
+class LookPlan:
+    looks: tuple[int, ...]  # every look (fail decisions)
+    pass_looks: tuple[int, ...]  # the looks at which a pass may be declared
+    c_fail: float  # confidence of the fail bound at each look
+    c_pass: float  # confidence of the pass bound at each pass look
+    first_pass: int  # fewest samples at which a pass is possible
+
+    def describe(self, c: float) -> str:
+        return (f"{len(self.looks)} looks (fail side: {1 - c:g} split over them, each at {self.c_fail:.4f}); "
+                f"pass possible from n={self.first_pass}: {len(self.pass_looks)} pass look(s) at "
+                f"{', '.join(map(str, self.pass_looks))}, each at {self.c_pass:.4f}")
+
+
+def pass_plan(kind: str, q: float | None, direction: str | None, c: float, max_samples: int) -> LookPlan | None:
+    """The looks of a sequential gate, or None when no pass is reachable within ``max_samples``."""
+    alpha = 1 - c
+    looks = look_schedule(max_samples)
+    for k in range(1, len(looks) + 1):
+        n0 = min_pass_samples(kind, q, direction, alpha / k)
+        passing = [n for n in looks if n >= n0]
+        if passing and len(passing) <= k:
+            kk = len(passing)
+            return LookPlan(tuple(looks), tuple(passing), 1 - alpha / len(looks), 1 - alpha / kk,
+                            min_pass_samples(kind, q, direction, alpha / kk))
+        if not passing:
+            return None
+    return None  # pragma: no cover - k = len(looks) always admits the looks >= n0
+
+
+def unreachable_message(gate: str, kind: str, q: float | None, direction: str | None, c: float, max_samples: int) -> str:
+    need = min_pass_samples(kind, q, direction, 1 - c)
+    return (f"gate {gate}: a pass is not reachable within max_samples = {max_samples}: even with every sample "
+            f"under the threshold a {kind if q is None else f'p{q * 100:g}'} pass at {c:g} needs >= {need} samples "
+            f"(raise max_samples, lower the confidence, or gate a lower percentile)")
