@@ -145,6 +145,15 @@ class NetnsHosts:
             raise
         return self
 
+    def shape(self, shaping: Shaping | None) -> None:
+        """Replace the link's shaping (None: remove it) on both ends, between measurements."""
+        for ns, dev in ((self.ns_a, self.dev_a), (self.ns_b, self.dev_b)):
+            _ip("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
+            if shaping is not None:
+                for cmd in shaping.commands(ns, dev):
+                    _ip(*cmd)
+        self.shaping = shaping
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 

@@ -37,7 +37,7 @@ class Phase3Params:
     sweep_sizes: tuple[int, ...] = ()
     sweep_iters: int = 100
     link: Shaping | None = None
-    shaped_link: Shaping = field(default_factory=lambda: Shaping(rate="1mbit"))
+    shaped_link: Shaping = field(default_factory=lambda: Shaping(rate="256kbit"))
     shaped_tokens: int = 40
     tuning: Mapping[str, list[CommConfig]] = field(default_factory=dict)  # backend -> configs
     tuning_iters: int = 400
@@ -81,7 +81,7 @@ class Phase3Params:
                 raise ValueError(f"{where} sweep: a table with min, max, factor, got {sw!r}")
             sizes = tuple(sweep(sw.get("min", "8"), sw.get("max", "1M"), sw.get("factor", 2)))
             link = _shaping(t.get("link"), f"{where} link") if t.get("link") else None
-            shaped = _shaping(t.get("shaped_link", {"rate": "1mbit"}), f"{where} shaped_link")
+            shaped = _shaping(t.get("shaped_link", {"rate": "256kbit"}), f"{where} shaped_link")
         except (SizeError, AttributeError) as e:
             raise ValueError(f"{where}: {e}") from None
         tuning_raw = t.get("tuning", {})
@@ -90,7 +90,7 @@ class Phase3Params:
         tuning = {str(b): parse_configs(cfgs, f"{where.removesuffix(']')}.tuning.{b}]")
                   for b, cfgs in tuning_raw.items()}
         return cls(shape, model, pos("world_size", 2), pos("tokens", 500), pos("warmup", 10), sizes,
-                   pos("sweep_iters", 100), link, shaped, pos("shaped_tokens", 40), tuning, pos("tuning_iters", 400))
+                   pos("sweep_iters", 100), link, shaped, pos("shaped_tokens", 30), tuning, pos("tuning_iters", 400))
 
 
 def _shaping(v: Any, where: str) -> Shaping:
@@ -135,12 +135,21 @@ def measure(spec: BenchSpec, p: Phase3Params, *, layout: str, comm: Mapping[str,
 def measure_netns(spec: BenchSpec, shaping: Shaping | None) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(single-node doc, cross-node doc, hosts description), two gloo ranks each, one run."""
     with NetnsHosts(shaping) as h:
-        single = launch(spec, [Rank(h.ns_a, {"GLOO_SOCKET_IFNAME": "lo"}, h.ns_a)] * 2, layout="single_node",
-                        master_addr="127.0.0.1")
-        cross = launch(spec, [Rank(h.ns_a, {"GLOO_SOCKET_IFNAME": h.dev_a}, h.ns_a),
-                              Rank(h.ns_b, {"GLOO_SOCKET_IFNAME": h.dev_b}, h.ns_b)],
-                       layout="cross_node", master_addr=h.addr_a)
-        return single, cross, h.describe()
+        return single_node(h, spec), cross_node(h, spec), h.describe()
+
+
+def single_node(h: NetnsHosts, spec: BenchSpec, comm: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Both ranks on host a, over its loopback."""
+    return launch(spec, [Rank(h.ns_a, {"GLOO_SOCKET_IFNAME": "lo"}, h.ns_a)] * 2, layout="single_node",
+                  master_addr="127.0.0.1", comm=comm)
+
+
+def cross_node(h: NetnsHosts, spec: BenchSpec, comm: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One rank per host, TCP across the veth link."""
+    return launch(spec, [Rank(h.ns_a, {"GLOO_SOCKET_IFNAME": h.dev_a}, h.ns_a),
+                         Rank(h.ns_b, {"GLOO_SOCKET_IFNAME": h.dev_b}, h.ns_b)],
+                  layout=f"cross_node ({h.shaping.describe() if h.shaping else 'unshaped'})",
+                  master_addr=h.addr_a, comm=comm)
 
 
 def write_results(out_dir: Path, section: str, doc: Any) -> Path:

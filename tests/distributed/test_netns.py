@@ -1,0 +1,92 @@
+"""Two real hosts from network namespaces + veth: single-node vs cross-node measured in one run,
+a tc-shaped link fails the cross-node gate, an unshaped one passes; cleanup always."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_perfgate.config import load_thresholds
+from pytest_perfgate.distributed import netns
+from pytest_perfgate.distributed.netns import NetnsHosts, Shaping
+from pytest_perfgate.distributed.pertoken import cross_node_verdict, per_token_times
+from pytest_perfgate.distributed.phase3 import Phase3Params, cross_node, single_node
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(netns.unavailable_reason() is not None, reason=str(netns.unavailable_reason()))
+
+
+def _mine() -> list[str]:
+    return [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}-{os.getpid()}-")]
+
+
+def test_shaped_link_fails_the_cross_node_gate_unshaped_passes() -> None:
+    th = load_thresholds(ROOT / "thresholds.toml")
+    p = Phase3Params.parse(th.params["phase3"])
+    # the embedded model's message (hidden 256, fp32) with one layer (2 all-reduces per token), so that
+    # 1,000 tokens fit the CI budget on a loaded 2-core machine, whose scheduler hiccups dominate P99
+    p = replace(p, shape=replace(p.shape, layers=1))
+    g = th.gate("cross_node_p99_increase")
+    k = p.shape.allreduces_per_token
+    with NetnsHosts(tag="g") as h:
+        assert set(_mine()) == {h.ns_a, h.ns_b}
+        single = single_node(h, p.decode_spec(1000))
+        fast = cross_node(h, p.decode_spec(1000))
+        h.shape(p.shaped_link)
+        slow = cross_node(h, p.decode_spec(p.shaped_tokens))
+    assert _mine() == []  # namespaces, link and rank processes gone
+    assert fast["comm_env"]["GLOO_SOCKET_IFNAME"] == h.dev_a and fast["hosts"] == [h.ns_a, h.ns_b]
+    assert single["comm_env"]["GLOO_SOCKET_IFNAME"] == "lo"
+    ts, tf, tsl = (per_token_times(np.asarray(d["sizes"][0]["times_us"]) / 1e6, k) for d in (single, fast, slow))
+    ok = cross_node_verdict(g, tf, ts, confidence=0.95, thresholds=th)
+    bad = cross_node_verdict(g, tsl, ts, confidence=0.95, thresholds=th)
+    print(ok.summary(), bad.summary(), sep="\n")
+    assert ok.outcome == "pass", ok.summary()
+    assert bad.outcome == "fail", bad.summary()
+    assert bad.triggered == ("single_node",)
+
+
+def test_shaping_commands_and_errors() -> None:
+    assert Shaping("5mbit", "htb").commands("ns", "d")[1][-4:] == ["rate", "5mbit", "burst", "32kbit"]
+    with pytest.raises(netns.NetnsError, match="tbf' or 'htb"):
+        Shaping(qdisc="netem").commands("ns", "d")
+
+
+def test_stale_namespaces_of_a_killed_run_are_cleaned_next_time() -> None:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()  # a pid that no longer runs
+    stale = f"{netns.PREFIX}-{p.pid}-xa"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        assert stale in netns.clean_stale()
+        assert stale not in netns.list_namespaces()
+    finally:
+        subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_cleanup_after_ctrl_c_and_after_sigkill(sig: int) -> None:
+    code = ("import time, sys\nfrom pytest_perfgate.distributed.netns import NetnsHosts\n"
+            "with NetnsHosts(tag='c') as h:\n    print(h.ns_a, flush=True)\n    time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.stdout is not None
+    name = p.stdout.readline().strip()
+    assert name in netns.list_namespaces()
+    p.send_signal(sig)
+    p.wait(timeout=60)
+    if sig == signal.SIGKILL:  # nothing could run in the killed process: the next run cleans up
+        assert name in netns.list_namespaces()
+        netns.clean_stale()
+    deadline = time.monotonic() + 10
+    while name in netns.list_namespaces() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert name not in netns.list_namespaces() and name.replace("ca", "cb") not in netns.list_namespaces()
