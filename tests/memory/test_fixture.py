@@ -7,6 +7,13 @@ import json
 
 import pytest
 
+# imported at collection, before pytester's snapshot of sys.modules: pytester drops the modules an
+# in-process run imports, and torch's C extension can't be imported twice in one process
+try:
+    import torch
+except ImportError:  # pragma: no cover - torch is in the test environment
+    torch = None
+
 THRESHOLDS = """
 [phases.memory]
 [fallbacks.best_allocator_setting]
@@ -57,16 +64,10 @@ def test_cuda_probe(perfgate_memory):
 
 
 def test_fixture_gates_and_records(pytester: pytest.Pytester) -> None:
+    torch_cuda = torch is not None and torch.cuda.is_available()
     pytester.makefile(".toml", thresholds=THRESHOLDS)
     pytester.makepyfile(test_mem=TESTS)
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", timeout=600)
-    torch_cuda = False
-    try:
-        import torch
-
-        torch_cuda = torch.cuda.is_available()
-    except ImportError:
-        pass
+    r = pytester.runpytest("-p", "no:cacheprovider", "-rs")
     if not torch_cuda:
         r.stdout.fnmatch_lines(["*SKIPPED*no CUDA device*torch.cuda.is_available() is False*"])
     # an allocator knob can't double the batch under the same address-space limit: the gate fails
