@@ -35,6 +35,9 @@ def _models_make(ns: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="perfgate", description="pytest-perfgate utilities")
     sub = parser.add_subparsers(dest="command", required=True)
+    from .floors.cli import extend as add_floors
+
+    add_floors(sub)  # perfgate check: physical floors of every gate (floors/cli.py)
 
     models = sub.add_parser("models", help="tiny generated models for engine tests")
     models_sub = models.add_subparsers(dest="models_command", required=True)

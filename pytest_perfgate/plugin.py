@@ -48,6 +48,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate-engine", metavar="NAME|ROLE=NAME", action="append", default=None,
                     help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine); "
                     "ROLE=NAME maps an engine the suite names (e.g. speculative=qwen72b-spec); repeatable")
+    group.addoption("--perfgate-strict-feasibility", action="store_true", default=False,
+                    help="a gate whose threshold is below its physical floor on the engine's hardware is a usage "
+                    "error before anything is measured (default: a warning; see `perfgate check`)")
     parser.addini("perfgate_thresholds", "path of thresholds.toml", default="")
     parser.addini("perfgate_out", "results directory", default="")
 
@@ -103,6 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _rank(config).writes:  # under torchrun/srun only rank 0 evaluates gates and writes results
         config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
     _install_sigterm(config)
+    _check_feasibility(config, th)
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -519,3 +523,68 @@ class _Recorder:
             tr.write_line(f"perfgate: wrote {p}")
 
 
+FEASIBILITY = pytest.StashKey[list[str]]()
+
+
+def _check_feasibility(config: pytest.Config, th: Any) -> None:
+    """Physical floors before anything is measured (floors/): the header names every gate whose
+    threshold is below its floor on its engine's hardware; once the tests are collected, such a gate
+    among them is a warning, or with ``--perfgate-strict-feasibility`` a usage error. Cheap: no
+    torch, no model generation (embedded engines are checked when their models and this machine's
+    probe are already cached)."""
+    config.stash[FEASIBILITY] = []
+    if hasattr(config, "workerinput"):
+        return
+    from .floors import check as check_floors
+    from .floors.cli import cached_models
+
+    default, aliases = _engine_aliases(config)
+    try:
+        results, _notes = check_floors(th, aliases, default=default, models=cached_models(), probe=False)
+    except Exception as e:  # a floor is advice: never break a session over it
+        config.stash[FEASIBILITY] = [f"perfgate: floors not checked: {type(e).__name__}: {e}"]
+        return
+    bad = {r.gate: r.message() for r in results if not r.feasible}
+    lines = [f"perfgate: {m}" for m in bad.values()]
+    if results and not bad:
+        lines.append(f"perfgate: floors: {len(results)} gate(s) within physical reach")
+    config.stash[FEASIBILITY] = lines
+    if bad:
+        config.pluginmanager.register(_Infeasible(bad, bool(config.getoption("perfgate_strict_feasibility"))),
+                                      "perfgate-feasibility")
+
+
+class _Infeasible:
+    """Warns (or, strict, stops) when a collected test is bound to a gate below its floor."""
+
+    def __init__(self, bad: dict[str, str], strict: bool) -> None:
+        self.bad, self.strict = bad, strict
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        selected = {g for it in session.items for g in _marker_names(it, "gate")}
+        hit = [m for g, m in self.bad.items() if g in selected]
+        if not hit:
+            return
+        if self.strict:
+            raise pytest.UsageError("perfgate: --perfgate-strict-feasibility: " + "\n".join(hit))
+        from .failures import PerfgateWarning
+
+        for m in hit:
+            session.config.issue_config_time_warning(PerfgateWarning(m), stacklevel=2)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines: list[str] = config.stash.get(FEASIBILITY, [])
+    return [*lines, *_no_fallback(config)]
+
+
+def _no_fallback(config: pytest.Config) -> list[str]:
+    """Gates with a threshold but no ``fallback``: allowed (not every target has a plan B yet), but
+    said at the top of every run, and their failures say "fallback: none"."""
+    st = _state(config)
+    if st is None or hasattr(config, "workerinput"):
+        return []
+    bare = [g.name for g in st.thresholds.gates.values() if g.threshold is not None and not g.fallbacks]
+    if not bare:
+        return []
+    return [f"perfgate: {len(bare)} gate(s) name no fallback plan, so their failures trigger none: {', '.join(bare)}"]

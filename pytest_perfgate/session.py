@@ -194,6 +194,7 @@ class Perfgate:
         from .verdict import evaluate
 
         v = evaluate(self.gate(gate), data, confidence=self._confidence, thresholds=self.thresholds)
+        v = self._floor(v, data)
         self._add(v, _engine_infos(data))
         return v
 
@@ -229,6 +230,8 @@ class Perfgate:
             from .progress import progress_printer
 
             progress = progress_printer(self._say, f"gate {g.name}", unit="samples (stops when decided)")
+        last: list[Any] = []  # the latest draw: its engine and request shape give the verdict's floor
+        draw = _remembering(draw, last)
         res = sample_until_decided(
             draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
             thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
@@ -237,6 +240,7 @@ class Perfgate:
         from dataclasses import replace
 
         v = replace(res.verdict, note=(res.verdict.note + "; " if res.verdict.note else "") + confidence_note(res, c))
+        v = self._floor(v, last[-1] if last else None)
         self._add(v)
         if check:
             self.raise_for(v)
@@ -245,6 +249,14 @@ class Perfgate:
     def decision(self, phase: str) -> dict[str, Any] | None:
         """The recorded (or this run's) outcome of ``phase``: verdicts, values, triggered fallbacks."""
         return self._state.decision(phase)
+
+    def _floor(self, v: Verdict, data: Any) -> Verdict:
+        """The verdict with its physical floor and MFU/MBU when the run's engine is known (floors/)."""
+        if data is None or not getattr(data, "engine_info", None):
+            return v
+        from .floors import annotate
+
+        return annotate(v, data, self.thresholds)
 
     def _add(self, v: Verdict, engines: Sequence[Mapping[str, Any]] = ()) -> None:
         self.verdicts.append(v)
@@ -260,3 +272,14 @@ def _engine_infos(data: Any) -> list[Mapping[str, Any]]:
         if isinstance(info, Mapping) and info:
             out.append(info)
     return out
+
+
+def _remembering(draw: Callable[[], Any], last: list[Any]) -> Callable[[], Any]:
+    """``draw`` that keeps its latest result in ``last[0]``."""
+
+    def wrapped() -> Any:
+        got = draw()
+        last[:] = [got]
+        return got
+
+    return wrapped
