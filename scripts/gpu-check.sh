@@ -22,6 +22,7 @@ section() {  # section TITLE TIMEOUT_S COMMAND...
 
 # --- sections (each engineer adds one line; keep the total under 8 minutes) ---
 section "memory: probe, allocator sweep, max safe batch" 120 "$PY" -m pytest_perfgate.memory.gpucheck 4
+section "phase3: NCCL all-reduce sizes, per-token model, NCCL settings sweep" 120 "$PY" -m pytest_perfgate.distributed.gpucheck
 
 echo "tables written to $REPORT"
 exit $status
