@@ -145,6 +145,12 @@ class MemoryProbe:
         self._high = -1
         self.report: MemoryReport | None = None
 
+    @property
+    def count(self) -> int:
+        """Samples taken so far."""
+        with self._lock:
+            return len(self._samples)
+
     def sample(self, snapshot: bool | None = None) -> MemorySample:
         """Read the allocator now; a snapshot too when ``snapshot`` (default: per the probe's mode)."""
         st = self.source.stats()
