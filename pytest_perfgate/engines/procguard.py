@@ -24,7 +24,8 @@ Each guarded server also has a **pid file** (JSON) in :func:`servers_dir`: the w
 (= the group), the server's tag, and the owning session's pid and start time. At the next start of
 any server engine, :func:`stop_stale` stops the servers whose session is gone (say, a watchdog
 SIGKILLed together with its session by an OOM killer) -- only processes that carry the recorded
-tag, so a recycled pid is never hit -- and removes their files.
+tag or are in the recorded process group while it is still that group, so a recycled pid is never
+hit -- and removes their files.
 
 Linux only (``/proc``, ``prctl``); elsewhere the server runs under the watchdog without the
 death signal and stale servers are not looked for.
@@ -228,7 +229,7 @@ def stop_stale(directory: Path | None = None, grace: float = _GRACE_S) -> list[s
             continue
         if alive(owner, owner_start):
             continue  # its session still runs (another pytest, an xdist worker)
-        stopped = _end(functools.partial(tagged, server_id), grace)
+        stopped = _end(functools.partial(_recorded, rec, server_id), grace)
         with contextlib.suppress(OSError):
             f.unlink()
         if stopped:
@@ -237,6 +238,22 @@ def stop_stale(directory: Path | None = None, grace: float = _GRACE_S) -> list[s
                         f"{len(stopped)} process(es) ({', '.join(map(str, sorted(stopped)))}), "
                         f"pid file {f}")
     return said
+
+
+def _recorded(rec: Mapping[str, Any], server_id: str) -> list[int]:
+    """The live processes of the server a pid file records: those in its process group (while the
+    group is still the recorded one: its leader, the watchdog, alive with the recorded start time,
+    or gone and the members no older than it) and those carrying its tag. Both, because vLLM's
+    processes rename themselves (``VLLM::EngineCore``) with setproctitle, which may overwrite their
+    environment as ``/proc`` shows it."""
+    pids = set(tagged(server_id))
+    pgid, wd_start = rec.get("pgid"), rec.get("watchdog_start")
+    if isinstance(pgid, int) and pgid > 1 and isinstance(wd_start, int):
+        leader = start_time(pgid)
+        if leader is None or leader == wd_start:
+            pids.update(p for p in group_members(pgid) if (start_time(p) or -1) >= wd_start)
+    pids.discard(os.getpid())
+    return sorted(pids)
 
 
 def _safe(name: str) -> str:

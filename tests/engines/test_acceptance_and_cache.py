@@ -67,5 +67,5 @@ def test_prefix_cache_hit_rate_and_timing_identities(engine_slot: Any, tiny_mode
     for rec in cold.successful:
         assert rec.prompt_tokens == 544 and rec.output_tokens == 4
         ttft, e2e = ttft_ns(rec), e2e_ns(rec)
-        assert ttft is not None and e2e is not None and ttft < e2e
+        assert ttft is not None and e2e is not None and ttft <= e2e  # equal when all chunks came in one read
         assert e2e - ttft == sum(itl_ns(rec))

@@ -11,6 +11,7 @@ from pytest_perfgate.engines.base import EngineError, create, run_sync
 from pytest_perfgate.engines.vllm_server import cli_args
 from pytest_perfgate.load.records import Request
 from pytest_perfgate.models import ModelSet
+from pytest_perfgate.timeouts import scaled
 
 
 def test_cli_args_mapping() -> None:
@@ -83,7 +84,7 @@ def test_info(vllm_server: Any, tiny_models: ModelSet) -> None:
 @pytest.mark.needs_engine
 def test_failed_start_reports_log_tail(tiny_models: ModelSet) -> None:
     engine = create(
-        "broken", "vllm-server", {"model": str(tiny_models.target), "no_such_flag": 1, "startup_timeout": 180}
+        "broken", "vllm-server", {"model": str(tiny_models.target), "no_such_flag": 1, "startup_timeout": scaled(180)}
     )
     with pytest.raises(EngineError, match="no-such-flag"):
         engine.start()

@@ -13,8 +13,9 @@ from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.samples import Proportion, SampleError, Samples
+from pytest_perfgate.timeouts import scaled
 
-TOL_NS = 20_000_000
+TOL_NS = int(scaled(0.02) * 1e9)  # arrival - server send: more under a loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -84,14 +85,14 @@ def test_open_loop_schedule(engine: OpenAIEngine, mode: str) -> None:
     assert len(res.measured) == 20 and all(r.ok for r in res.records)
     assert all(r.scheduled_ns is not None for r in res.records)
     q = res.perfgate_data("queue_time")
-    assert isinstance(q, Samples) and q.values.min() >= 0 and float(q.values.max()) < 0.05
+    assert isinstance(q, Samples) and q.values.min() >= 0 and float(q.values.max()) < scaled(0.05)
 
 
 def test_time_budget(engine: OpenAIEngine) -> None:
     slow = [Request(prompt=(1,), max_tokens=4, extra={"perfgate": {"ttft": 0.05}})]
     res = run_load(engine, slow, LoadConfig(num_requests=1000, max_seconds=0.3))
     assert 2 <= len(res.measured) <= 8
-    assert (res.end_ns - res.start_ns) / 1e9 < 1.0
+    assert (res.end_ns - res.start_ns) / 1e9 < 0.3 + scaled(0.7)
 
 
 def test_stop_callback_ends_early(engine: OpenAIEngine) -> None:

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from reliability_helpers import closed_port, listening, perfgate_temp_files, tagged_processes
 
+from pytest_perfgate.engines import procguard
+from pytest_perfgate.timeouts import scaled
+
 pytest_plugins = ["pytester"]
 
 TESTS = """
@@ -84,20 +87,20 @@ env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }}
         t = time.monotonic()
         while not (pytester.path / "measuring").exists():
             assert proc.poll() is None, proc.communicate()[0][-5000:]
-            assert time.monotonic() - t < 400, "the measurement never started"
+            assert time.monotonic() - t < scaled(400), "the measurement never started"
             time.sleep(0.2)
         during = tagged_processes(tag)
         assert any("vllm.entrypoints.openai.api_server" in p for p in during), during
         assert listening(port) and port in _listening_of(tag)
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        out, _ = proc.communicate(timeout=90)
+        out, _ = proc.communicate(timeout=scaled(90))
     finally:
         if proc.poll() is None:  # pragma: no cover - keep the machine clean whatever happens
             proc.kill()
             proc.wait()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-5000:]
     # nothing left: processes (the server's whole group), the port, the plugin's temp files
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while tagged_processes(tag) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert tagged_processes(tag) == [], out[-3000:]
@@ -110,3 +113,80 @@ env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }}
     assert [(v["gate"], v["outcome"], v["n"]) for v in d["verdicts"]] == [("ttft", "pass", 8)]
     assert d["engines"] and d["engines"][0]["kind"] == "vllm-server"
     assert ET.parse(res / "gates.xml").getroot().find(".//testcase[@name='ttft']") is not None
+
+
+SLEEPER = """
+import time
+import pytest
+
+@pytest.mark.engine("srv")
+def test_holds_the_server(perfgate_engine):
+    time.sleep(600)
+"""
+
+
+@pytest.mark.needs_engine
+def test_sigkilled_pytest_leaves_no_server_behind(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """pytest SIGKILLed (a CI job cancelled, a test runner's timeout) while its ``vllm-server``
+    engine runs: the watchdog takes the server, vLLM's EngineCore and its workers down; nothing
+    holds the port; the pid file is gone. pytest is killed as soon as EngineCore (a grandchild)
+    exists, which is what PR_SET_PDEATHSIG alone would leave behind."""
+    port = closed_port()
+    tag = uuid.uuid4().hex
+    servers = tmp_path / "servers"
+    pytester.makefile(".toml", thresholds=f"""
+[phases.p]
+[gates.ttft]
+phase = "p"
+metric = "ttft"
+statistic = "mean"
+max = "60 s"
+
+[engines.srv]
+kind = "vllm-server"
+model = "embedded:target"
+port = {port}
+dtype = "float32"
+max_model_len = 512
+gpu_memory_utilization = 0.3
+startup_timeout = {scaled(300):.0f}
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }}
+""")
+    pytester.makepyfile(test_sleeper=SLEEPER)
+    env = {**os.environ, "PERFGATE_TEST_TAG": tag, "PERFGATE_SERVER_DIR": str(servers), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s"], cwd=pytester.path,
+                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    def server_group() -> list[str]:  # vLLM renames its processes, which may hide their environment
+        recs = [json.loads(f.read_text()) for f in servers.glob("srv-*.json")]
+        return [f"{p}: {_cmdline(p)}" for r in recs for p in procguard.group_members(int(r["pgid"]))]
+
+    try:
+        t = time.monotonic()
+        while not any("VLLM::EngineCore" in p for p in server_group()):
+            assert proc.poll() is None, proc.communicate()[0][-5000:]
+            assert time.monotonic() - t < scaled(300), f"vLLM's EngineCore never started: {server_group()}"
+            time.sleep(0.2)
+        [rec] = [json.loads(f.read_text()) for f in servers.glob("srv-*.json")]
+        during = server_group()
+        proc.kill()
+        proc.wait()
+        t = time.monotonic()
+        while (procguard.group_members(rec["pgid"]) or tagged_processes(tag)) and time.monotonic() - t < scaled(60):
+            time.sleep(0.2)
+        took = time.monotonic() - t
+        left = procguard.group_members(rec["pgid"]) + procguard.tagged(rec["server_id"])
+    finally:
+        if proc.poll() is None:  # pragma: no cover
+            proc.kill()
+            proc.wait()
+    assert left == [] and tagged_processes(tag) == [], f"orphans after pytest's SIGKILL: {left} (before: {during})"
+    assert not listening(port)
+    assert list(servers.glob("*.json")) == []
+    print(f"{len(during)} server processes ({', '.join(during)}) gone {took:.1f} s after pytest's SIGKILL")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:80]
+    except OSError:
+        return "?"

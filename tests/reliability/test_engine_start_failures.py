@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from reliability_helpers import perfgate_temp_files, tagged_processes
 
+from pytest_perfgate.timeouts import scaled
+
 pytest_plugins = ["pytester"]
 
 
@@ -27,6 +29,7 @@ def test_failed_engine_starts_through_the_plugin(pytester: pytest.Pytester, monk
     monkeypatch.setenv("PERFGATE_TEST_TAG", tag)
     monkeypatch.setenv("TMPDIR", str(tmp))
     env = '{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }'
+    startup = f"{scaled(200):.0f}"
     pytester.makefile(".toml", thresholds=f"""
 [phases.p]
 [gates.g]
@@ -38,7 +41,7 @@ max = "1 s"
 [engines.nomodel]
 kind = "vllm-server"
 model = "{empty_model}"
-startup_timeout = 200
+startup_timeout = {startup}
 env = {env}
 
 [engines.busy]
@@ -46,7 +49,7 @@ kind = "vllm-server"
 model = "embedded:target"
 port = {busy_port}
 max_model_len = 512
-startup_timeout = 200
+startup_timeout = {startup}
 env = {env}
 
 [engines.badarg]
@@ -74,7 +77,7 @@ no_such_arg = 1
             pass
     """)
     try:
-        r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfE", timeout=600)
+        r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfE", timeout=scaled(600))
     finally:
         busy.close()
     out = r.stdout.str()

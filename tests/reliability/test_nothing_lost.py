@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_perfgate.timeouts import scaled
+
 pytest_plugins = ["pytester"]
 
 THRESHOLDS = """
@@ -65,7 +67,7 @@ def _popen(path: Path, *args: str, env: dict[str, str] | None = None) -> subproc
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
-    t = time.monotonic()
+    t, timeout = time.monotonic(), scaled(timeout)
     while not path.exists():
         assert proc.poll() is None, proc.communicate()[0]
         assert time.monotonic() - t < timeout, "the run never reached the slow test"
@@ -93,7 +95,7 @@ def test_signal_mid_run_finishes_session_and_keeps_results(project: pytest.Pytes
     _wait_for(project.path / "started-slow", proc)
     time.sleep(0.3)
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=scaled(60))
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     assert "KeyboardInterrupt" in out
     assert (project.path / "torn-down").exists(), "session fixtures were not torn down"
@@ -110,7 +112,7 @@ def test_crashing_test_keeps_everything_measured_before(project: pytest.Pytester
     """The process dies (SIGKILL from inside a test): no hook runs, yet decisions.json and the
     reports hold the three verdicts measured before, and parse."""
     proc = _popen(project.path, env={"CRASH": "1"})
-    out, _ = proc.communicate(timeout=60)
+    out, _ = proc.communicate(timeout=scaled(60))
     assert proc.returncode == -signal.SIGKILL, out
     assert not (project.path / "torn-down").exists()
     doc, xml = _results(project.path)
@@ -131,7 +133,7 @@ def test_two_concurrent_runs_share_a_results_directory(pytester: pytest.Pytester
                 perfgate.check(perfgate.samples([100.0 + i] * 20, "ms"))
         """})
     procs = [_popen(pytester.path, "-m", f"phase{p}", f"test_phase{p}.py") for p in ("1", "2")]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+    outs = [p.communicate(timeout=scaled(120))[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     doc = json.loads((pytester.path / "perfgate-results" / "decisions.json").read_text())
     assert set(doc["phases"]) == {"phase1", "phase2"}

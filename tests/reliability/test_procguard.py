@@ -138,21 +138,32 @@ def test_stale_servers_of_dead_sessions_are_stopped_live_ones_kept(tmp_path: Pat
     the session) are acted on; those of a live session, or naming a recycled pid, are not."""
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    orphans, keep = "a" * 32, "b" * 32
+    orphans, keep, untagged = "a" * 32, "b" * 32, "c" * 32
     procs = [subprocess.Popen([sys.executable, "-c", SERVER], env={**os.environ, procguard.SERVER_ID_ENV: sid},
                               start_new_session=True) for sid in (orphans, keep)]
+    # a group whose tag can't be read (vLLM's setproctitle may overwrite /proc/PID/environ): found by its group
+    procs.append(subprocess.Popen([sys.executable, "-c", SERVER], start_new_session=True))
     try:
-        _wait(lambda: len(procguard.tagged(orphans)) == 2 and len(procguard.tagged(keep)) == 2, 30, "not started")
+        _wait(lambda: len(procguard.tagged(orphans)) == 2 and len(procguard.tagged(keep)) == 2
+              and len(procguard.group_members(procs[2].pid)) == 2, 30, "not started")
         (tmp_path / "old-1.json").write_text(json.dumps(
             {"engine": "old", "server_id": orphans, "owner_pid": dead.pid, "owner_start": 1, "port": 8123}))
+        (tmp_path / "old-2.json").write_text(json.dumps(
+            {"engine": "older", "server_id": untagged, "owner_pid": dead.pid, "owner_start": 1,
+             "pgid": procs[2].pid, "watchdog_start": procguard.start_time(procs[2].pid)}))
+        # a group recorded with another start time: a recycled pid, never touched
+        (tmp_path / "old-3.json").write_text(json.dumps(
+            {"engine": "recycled", "server_id": untagged, "owner_pid": dead.pid, "owner_start": 1,
+             "pgid": procs[1].pid, "watchdog_start": 1}))
         (tmp_path / "live-1.json").write_text(json.dumps(
             {"engine": "live", "server_id": keep, "owner_pid": os.getpid(),
              "owner_start": procguard.start_time(os.getpid())}))
         (tmp_path / "junk.json").write_text("{not json")
         said = procguard.stop_stale(tmp_path, grace=scaled(5))
-        assert procguard.tagged(orphans) == []
+        assert procguard.tagged(orphans) == [] and procguard.group_members(procs[2].pid) == []
         assert len(procguard.tagged(keep)) == 2
-        assert len(said) == 1 and said[0].startswith("stopped a stale server of an earlier run: engine 'old', port 8123, 2 process(es)")
+        assert len(said) == 2 and said[0].startswith("stopped a stale server of an earlier run: engine 'old', port 8123, 2 process(es)")
+        assert said[1].startswith("stopped a stale server of an earlier run: engine 'older', 2 process(es)")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["live-1.json"]
         # the live session's pid, recorded with another start time (a recycled pid): stale too
         (tmp_path / "live-1.json").write_text(json.dumps(
