@@ -69,7 +69,8 @@ def test_allocator_sweep_max_safe_batch(request: pytest.FixtureRequest, perfgate
     from pytest_perfgate.plugin import CONF
 
     p = _params(perfgate_thresholds)
-    res = sweep(_spec(p), _settings(p), repeats=int(p.get("repeats", 4)), progress=print)
+    res = sweep(_spec(p), _settings(p), repeats=int(p.get("repeats", 4)), progress=print,
+                parallel=int(p.get("parallel", 1)))
     STATE["sweep"] = res
     out = request.config.stash[CONF].out_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -88,7 +89,8 @@ def test_fallback_best_allocator_setting(perfgate: Any, perfgate_thresholds: Any
     from pytest_perfgate.memory.sweep import run_child, sweep
 
     p = _params(perfgate_thresholds)
-    res = STATE.get("sweep") or sweep(_spec(p), _settings(p), repeats=int(p.get("repeats", 4)))
+    res = STATE.get("sweep") or sweep(_spec(p), _settings(p), repeats=int(p.get("repeats", 4)),
+                                      parallel=int(p.get("parallel", 1)))
     best = res.best(perfgate.thresholds.settings.confidence)
     setting = next(s for s in res.settings if s.name == best.setting)
     print(f"applying {setting.name}: {setting.describe()}")

@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
     rep = probe.report.to_dict()
     print("### memory probe: serving churn in this process (no budget)")
     print("```\n" + json.dumps({k: v for k, v in rep.items() if k != "formulas"}, indent=1) + "\n```")
-    res = sweep(SPEC, CUDA_SETTINGS, repeats=repeats, timeout=100,
+    # three children side by side: 3 x 16 GiB budgets fit on one H200 (143 GiB)
+    res = sweep(SPEC, CUDA_SETTINGS, repeats=repeats, timeout=100, parallel=3,
                 progress=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"\n### allocator sweep: {repeats} runs per setting, 16 GiB budget (cuda_fraction 0.115)")
     print("\n".join(res.table()))

@@ -187,22 +187,36 @@ def _spread(vals: Sequence[float | None], pct: bool = False) -> str:
 
 
 def sweep(spec: Mapping[str, Any], settings: Sequence[Setting], repeats: int = 3, *, timeout: float = 600.0,
-          definition: str = "inactive_split", progress: Callable[[str], None] | None = None) -> SweepResult:
-    """Run ``spec`` (see :mod:`.child`) under every setting, ``repeats`` times, interleaved."""
-    if repeats < 1:
-        raise ValueError(f"sweep: repeats = {repeats} must be >= 1")
+          definition: str = "inactive_split", progress: Callable[[str], None] | None = None,
+          parallel: int = 1) -> SweepResult:
+    """Run ``spec`` (see :mod:`.child`) under every setting, ``repeats`` times, interleaved.
+
+    ``parallel`` > 1 runs that many children at once, one round of settings at a time (each child has
+    its own allocator and its own budget: ``cuda_fraction`` of the device, or ``RLIMIT_AS``; run them
+    side by side only where the device holds all their budgets)."""
+    if repeats < 1 or parallel < 1:
+        raise ValueError(f"sweep: repeats = {repeats} and parallel = {parallel} must be >= 1")
     names = [s.name for s in settings]
     if len(set(names)) != len(names):
         raise ValueError(f"sweep: setting names repeat: {names}")
     seed0 = int(dict(spec.get("pattern", {})).get("seed", 0))
-    runs = []
-    for r in range(repeats):
-        for s in settings:
-            one = dict(spec)
-            one["pattern"] = {**dict(spec.get("pattern", {})), "seed": seed0 + r}
-            t0 = time.perf_counter()
-            res = run_child(one, s, timeout=timeout)
-            runs.append(ChildRun(s.name, r, res, time.perf_counter() - t0))
-            if progress is not None:
-                progress(f"sweep {s.name} run {r + 1}/{repeats}: max safe batch {res['max_safe_batch']}")
+    jobs = [(r, s) for r in range(repeats) for s in settings]
+
+    def one(job: tuple[int, Setting]) -> ChildRun:
+        r, s = job
+        child_spec = dict(spec)
+        child_spec["pattern"] = {**dict(spec.get("pattern", {})), "seed": seed0 + r}
+        t0 = time.perf_counter()
+        res = run_child(child_spec, s, timeout=timeout)
+        if progress is not None:
+            progress(f"sweep {s.name} run {r + 1}/{repeats}: max safe batch {res['max_safe_batch']}")
+        return ChildRun(s.name, r, res, time.perf_counter() - t0)
+
+    if parallel == 1:
+        runs = [one(j) for j in jobs]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            runs = list(pool.map(one, jobs))  # results in job order: interleaved like the serial sweep
     return SweepResult(tuple(settings), tuple(runs), definition)

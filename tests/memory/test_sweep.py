@@ -68,10 +68,11 @@ def test_child_failure_names_the_setting() -> None:
 
 def test_sweep_table_best_and_ratio_gate(tmp_path: Path) -> None:
     progress: list[str] = []
-    res = sweep(spec(96), SETTINGS, repeats=3, timeout=300, progress=progress.append)
+    res = sweep(spec(96), SETTINGS, repeats=3, timeout=300, progress=progress.append, parallel=2)
     assert [(r.setting, r.repeat) for r in res.runs] == [
         ("default", 0), ("heap_32m", 0), ("default", 1), ("heap_32m", 1), ("default", 2), ("heap_32m", 2)]
     assert len(progress) == 6
+    assert len({r.result["pid"] for r in res.runs}) == 6  # a fresh process per run
     # repeat r runs seed r under every setting: the same requests
     assert [r.result["pattern"]["seed"] for r in res.of("heap_32m")] == [0, 1, 2]
     table = res.table()
