@@ -27,7 +27,7 @@ def test_failing_gate_names_fallback_and_runs_fallback_test(project: pytest.Pyte
     r = project.runpytest("-m", "phase1")
     r.assert_outcomes(passed=2, failed=1, deselected=1)
     r.stdout.fnmatch_lines([
-        "*GateFailure: gate long_context_ttft: ttft p99 = 212 ms (one-sided 95% bounds 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms*",
+        "*gate long_context_ttft: ttft p99 = 212 ms (one-sided 95% bounds 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms*",
         '*-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" (docs/fallbacks.md#tiered-kv-cache)*',
     ])
     r.stdout.fnmatch_lines(["triggered fallbacks:", "  tiered_kv_cache: Plan A*"])
@@ -101,7 +101,7 @@ def test_inconclusive_fail_and_warn(project: pytest.Pytester) -> None:
     """)
     r = project.runpytest("test_inc.py")
     r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines(["*GateInconclusive*inconclusive: need >= 299 samples in all (249 more)*"])
+    r.stdout.fnmatch_lines(["gate long_context_ttft: ttft p99 = 100 ms (*) vs max 150 ms *inconclusive: need >= 299 samples in all (249 more)*"])
     r = project.runpytest("test_inc.py", "--perfgate-inconclusive=warn")
     assert r.parseoutcomes()["passed"] == 1 and "failed" not in r.parseoutcomes()
     r.stdout.fnmatch_lines(["*PerfgateWarning: gate long_context_ttft*inconclusive*"])

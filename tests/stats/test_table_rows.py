@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from simhelp import limit
+from simhelp import assert_rate
 
 from pytest_perfgate import evaluate, make_proportion, make_samples, stats
 from pytest_perfgate.config import Thresholds
@@ -50,6 +50,7 @@ def test_one_sample_never_passes(th: Thresholds, gate: str) -> None:
         else:
             out = _decide_max(stats.mean_bounds(np.array([x]), C, "max"), thr)
         passes += out == "pass"
+    assert_rate(f"{gate} from one sample", passes / (TRIALS + 200), TRIALS + 200)
     assert passes == 0
 
 
@@ -70,7 +71,7 @@ def test_compare_with_one_request_in_a_run_never_passes(th: Thresholds) -> None:
                              make_samples([256.0] * 4, "tok/s", denominators=den_b)), thresholds=th)
             assert v.outcome == out
         passes += out == "pass"
-    assert passes == 0
+    assert_rate("compare, one request in a run", passes / TRIALS, TRIALS)
     v = evaluate(th.gate("p50_reduction"), (make_samples([10.0], "ms"), make_samples([100.0] * 4, "ms")), thresholds=th)
     assert v.outcome == "inconclusive" and "too few samples" in v.note
 
@@ -97,7 +98,7 @@ def test_clustered_acceptance_false_pass(th: Thresholds, rho: float, g: int) -> 
         if i < 30:
             assert evaluate(gate, make_proportion(s, m), thresholds=th).outcome == out
         passes += out == "pass"
-    assert passes / TRIALS <= limit(C, TRIALS)
+    assert_rate(f"acceptance clustered, {g} requests, correlation {rho}", passes / TRIALS, TRIALS)
 
 
 @pytest.mark.parametrize("rho", [0.17, 0.33])
@@ -123,7 +124,7 @@ def test_sequential_acceptance_path_false_pass(th: Thresholds, rho: float) -> No
             r = sample_until_decided(lambda it=it: make_proportion(*next(it)), gate, thresholds=th, max_draws=6)
             assert r.verdict.outcome == out
         passes += out == "pass"
-    assert passes / TRIALS <= limit(C, TRIALS)
+    assert_rate(f"sequential acceptance, 16 a draw, <= 6 draws, correlation {rho}", passes / TRIALS, TRIALS)
 
 
 # ---------------------------------------------------------------- throughput ratio (spec_throughput_ratio)
@@ -148,7 +149,7 @@ def test_throughput_ratio_four_requests_a_side(th: Thresholds, cv: float) -> Non
                                                  make_samples(b[0], "tok/s", denominators=b[1])), thresholds=th)
             assert v.outcome == out
         passes += out == "pass"
-    assert passes / trials <= limit(C, trials)
+    assert_rate(f"throughput ratio, 4 requests a side, CV {cv}", passes / trials, trials)
 
 
 @pytest.mark.parametrize("run_cv", [0.02, 0.05])
@@ -175,7 +176,7 @@ def test_throughput_ratio_with_run_to_run_effect_ab_ab(th: Thresholds, run_cv: f
             v = evaluate(th.gate("tput_ratio"), (per_side[0][1], per_side[1][1]), thresholds=th)
             assert v.outcome == out and "the run as the unit" in v.note
         passes += out == "pass"
-    assert passes / trials <= limit(C, trials)
+    assert_rate(f"throughput ratio, 3 runs a side A B A B, run CV {run_cv}", passes / trials, trials)
 
 
 # ---------------------------------------------------------------- quantile differences and reductions
@@ -217,7 +218,7 @@ def test_p99_difference(th: Thresholds, n: int) -> None:
     lower = la - hb
     outs = np.where(upper < 0.020, "pass", np.where(lower > 0.020, "fail", "inconclusive"))
     _check_public(th, "cross_node", a, b, outs)
-    assert np.mean(outs == "pass") <= limit(C, trials)
+    assert_rate(f"P99 difference, n={n}", float(np.mean(outs == "pass")), trials)
 
 
 @pytest.mark.parametrize("n", [4, 12, 50, 500])
@@ -243,7 +244,7 @@ def test_p99_reduction(th: Thresholds, n: int, swap: bool) -> None:
         upper = np.where(np.isfinite(la) & np.isfinite(hb) & (hb > 0) & (la >= 0), 1 - la / hb, np.inf)
     outs = np.where(lower > 0.4, "pass", np.where(upper < 0.4, "fail", "inconclusive"))
     _check_public(th, "p99_reduction", a, b, outs)
-    assert np.mean(outs == "pass") <= limit(C, trials)
+    assert_rate(f"P99 reduction, n={n}, page swap {swap}", float(np.mean(outs == "pass")), trials)
 
 
 # ---------------------------------------------------------------- means on skewed data
@@ -265,7 +266,7 @@ def test_mean_on_skewed_data(th: Thresholds, dist: str, n: int) -> None:
             v = evaluate(th.gate("tpot_mean"), make_samples(x[i], "s"), thresholds=th)
             assert v.outcome == out
         passes += out == "pass"
-    assert passes / trials <= limit(C, trials)
+    assert_rate(f"mean, {dist}, n={n}", passes / trials, trials)
 
 
 def test_heavy_tail_warns_and_points_to_a_quantile_gate(th: Thresholds) -> None:
@@ -285,12 +286,13 @@ def test_value_gate_on_one_number(th: Thresholds) -> None:
     for x in xs:
         v = evaluate(gate, make_samples([x], "tok/s"), thresholds=th)
         passes += v.outcome == "pass"
+    assert_rate("value gate on one number", passes / TRIALS, TRIALS)
     assert passes == 0  # a single number has no bound: inconclusive ...
     v = evaluate(th.gate("throughput_single"), make_samples([31.0], "tok/s"), thresholds=th)
     assert v.outcome == "pass" and "single = true" in v.summary()  # ... unless the gate opts in
     runs = 30.0 * rng.lognormal(0, 0.05, (TRIALS, 12))  # repeated runs: gated by their mean
     fp = sum(_decide_min(stats.mean_bounds(r, C, "min"), 30.0) == "pass" for r in runs)
-    assert fp / TRIALS <= limit(C, TRIALS)
+    assert_rate("value gate on 12 repeated runs (mean)", fp / TRIALS, TRIALS)
     assert evaluate(gate, make_samples(runs[0], "tok/s"), thresholds=th).method == "skew-corrected t"
     assert replace(gate, single=True).single
 
