@@ -97,6 +97,7 @@ _REGISTRY: dict[str, str] = {
     "vllm": "pytest_perfgate.engines.vllm_inproc:create",
     "openai": "pytest_perfgate.engines.openai:create",
     "vllm-server": "pytest_perfgate.engines.vllm_server:create",
+    "transformers-vlm": "pytest_perfgate.engines.transformers_vlm:create",
 }
 
 
