@@ -1,7 +1,8 @@
 """The ``perfgate`` command line.
 
 ``perfgate models make [--out DIR] [--force]``: generate (or reuse from the cache) the tiny test
-models and print their paths and the time taken.
+models and print their paths and the time taken. The results commands (check, gates, show, diff,
+history, report, evaluate) live in :mod:`pytest_perfgate.commands`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,21 @@ from pathlib import Path
 
 
 def _models_make(ns: argparse.Namespace) -> int:
+    from .requirements import EMBEDDED_MODULES, FIX, installed
+
+    lack = [m for m in EMBEDDED_MODULES if not installed(m)]
+    if lack:  # one line with the fix, never a traceback
+        verb = "is" if len(lack) == 1 else "are"
+        print(f"perfgate models make: {', '.join(lack)} {verb} not installed (fix: {FIX})", file=sys.stderr)
+        return 3
     from .models import make_models
 
     t0 = time.perf_counter()
-    ms = make_models(Path(ns.out) if ns.out else None, force=ns.force)
+    try:
+        ms = make_models(Path(ns.out) if ns.out else None, force=ns.force)
+    except (OSError, ImportError, ValueError) as e:
+        print(f"perfgate models make: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     took = time.perf_counter() - t0
     if ns.json:
         print(json.dumps({**ms.info(), "seconds": round(took, 3)}, indent=2))
@@ -33,8 +45,13 @@ def _models_make(ns: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .commands import add_commands
+
     parser = argparse.ArgumentParser(prog="perfgate", description="pytest-perfgate utilities")
+    parser.add_argument("--version", action="version", version=f"perfgate {__version__} (pytest-perfgate)")
     sub = parser.add_subparsers(dest="command", required=True)
+    add_commands(sub)
     from .floors.cli import extend as add_floors
 
     add_floors(sub)  # perfgate check: physical floors of every gate (floors/cli.py)
@@ -53,8 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``perfgate`` console script."""
+    from .commands import run
+
     ns = build_parser().parse_args(argv)
-    return int(ns.func(ns))
+    return run(ns)
 
 
 if __name__ == "__main__":

@@ -43,4 +43,6 @@ def headline(v: Verdict) -> str:
                  f" (regression tolerance {v.details.get('baseline_tolerance', 0.0) * 100:.0f}%)")
     if v.outcome == "inconclusive":
         line += ", inconclusive" + (f" (need {max(0, v.needed - v.n)} more samples)" if v.needed else "")
+    if v.triggered:
+        line += f"; fallback: {', '.join(v.triggered)}"
     return line

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..atomic import atomic_write_text
+from ..units import change_text
 
 __all__ = [
     "WRITERS",
@@ -311,10 +312,9 @@ def baseline_text(v: Mapping[str, Any]) -> str:
     if v.get("baseline") is None:
         return ""
     text = shown(v, "baseline")
-    imp = number(v.get("improvement"))
-    if imp is not None:
-        text += f" ({imp * 100:.0f}% better)" if imp >= 0 else f" ({-imp * 100:.0f}% worse)"
-    return text
+    obs, base = number(v.get("observed")), number(v.get("baseline"))
+    change = change_text(obs, base) if obs is not None and base is not None and v.get("outcome") != "error" else None
+    return text + (f" ({change})" if change else "")
 
 
 def outcome_text(v: Mapping[str, Any]) -> str:

@@ -180,7 +180,6 @@ def build(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusi
     root.set("tests", str(totals["tests"]))
     root.set("failures", str(totals["failures"]))
     root.set("errors", str(totals["errors"]))
-    root.set("errors", "0")
     root.set("time", "0")
     return root
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-SUMMARY = "FAILED test_gates.py::test_ttft - gate long_context_ttft: ttft p99 212 ms > max 150 ms"
+SUMMARY = "FAILED test_gates.py::test_ttft - gate long_context_ttft: ttft p99 212 ms > max 150 ms; fallback: tiered_kv_cache"
 BODY = [
     "gate long_context_ttft: ttft p99 = 212 ms (* 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms, 34% lower)",
     '-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" '
@@ -50,7 +50,8 @@ MATRIX = {
 
 @pytest.mark.parametrize("flags", MATRIX.values(), ids=MATRIX.keys())
 def test_strict_markers_warnings_as_errors_with_and_without_xdist(quiet: pytest.Pytester, flags: list[str]) -> None:
-    r = quiet.runpytest_subprocess("-m", "phase1", "--strict-markers", "-W", "error", "-p", "no:cacheprovider", *flags)
+    run = quiet.runpytest_subprocess if "-n" in flags else quiet.runpytest
+    r = run("-m", "phase1", "--strict-markers", "-W", "error", "-p", "no:cacheprovider", *flags)
     out = r.stdout.str() + r.stderr.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert (r.parseoutcomes()["passed"], r.parseoutcomes()["failed"]) == (2, 1)  # gate fails; its fallback test runs
@@ -88,7 +89,7 @@ def test_failing_gate_is_its_message_alone(quiet: pytest.Pytester) -> None:
     for absent in ("Traceback", "session.py", "plugin.py", "Verdict(", "runs = ", "engine line", "engine err",
                    "Captured", "perfgate verdicts", "GateFailure"):
         assert absent not in "\n".join(block + noisy), absent
-    r.stdout.fnmatch_lines([SUMMARY, "FAILED test_noise.py::test_noisy - gate long_context_ttft: ttft p99 212 ms > max 150 ms"])
+    r.stdout.fnmatch_lines([SUMMARY, "FAILED test_noise.py::test_noisy - gate long_context_ttft: ttft p99 212 ms > max 150 ms; fallback: tiered_kv_cache"])
     # the engine test's captured output went to the engine log instead
     log = (quiet.path / "perfgate-results" / "engines" / "session.log").read_text()
     assert "----- test_noise.py::test_noisy: captured stdout call -----" in log
@@ -97,7 +98,7 @@ def test_failing_gate_is_its_message_alone(quiet: pytest.Pytester) -> None:
 
 def test_tb_line_points_at_the_test_and_tb_long_brings_the_traceback_back(quiet: pytest.Pytester) -> None:
     r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-k", "ttft", "--tb=line")
-    r.stdout.fnmatch_lines(["test_gates.py:6: gate long_context_ttft: ttft p99 212 ms > max 150 ms"])  # the test, not session.py
+    r.stdout.fnmatch_lines(["test_gates.py:6: gate long_context_ttft: ttft p99 212 ms > max 150 ms; fallback: tiered_kv_cache"])  # the test, not session.py
     assert "session.py" not in r.stdout.str()
     r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-k", "ttft", "--tb=long")
     r.stdout.fnmatch_lines(["*pytest_perfgate/session.py:*", "E*GateFailure: gate long_context_ttft*"])
@@ -209,6 +210,10 @@ def test_missing_dependency_is_one_line_with_its_fix(quiet: pytest.Pytester) -> 
                             "phase1  acceptance * n/a       error (see notes)  min 70.0% * ERROR"])
     doc = json.loads((quiet.path / "perfgate-results" / "decisions.json").read_text())
     assert doc["phases"]["phase1"]["outcome"] == "failed"
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(quiet.path / "perfgate-results" / "gates.xml").getroot()
+    assert (root.tag, root.get("errors"), root.get("failures")) == ("testsuites", "2", "0")
 
 
 def test_models_make_without_tokenizers_is_one_line(tmp_path: Path) -> None:
@@ -249,3 +254,49 @@ def test_a_later_write_failure_fails_the_session(quiet: pytest.Pytester, monkeyp
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.stdout.fnmatch_lines(["perfgate: could not write results (the session fails): reports in *perfgate-results: "
                             "report writers failed: markdown (summary.md): IsADirectoryError: *"])
+
+
+def test_wording_units_and_width(quiet: pytest.Pytester) -> None:
+    quiet.makepyfile(test_big="""
+        import pytest
+
+        @pytest.mark.gate("long_context_ttft")
+        def test_slow(perfgate):
+            perfgate.check(perfgate.samples([4736.0] * 5, "ms"))
+    """)
+    r = quiet.runpytest("-p", "no:xdist", "test_big.py")
+    out = r.stdout.str()
+    r.stdout.fnmatch_lines([
+        "gate long_context_ttft: ttft p99 = 4736 ms (* 4736 ms - unbounded, n=5) > max 150 ms (baseline 320 ms, 14.8x the baseline)",
+        "FAILED test_big.py::test_slow - gate long_context_ttft: ttft p99 4736 ms > max 150 ms; fallback: tiered_kv_cache",
+    ])
+    assert "better" not in out and "inf" not in out.replace("info", "")
+    table = out.split("= perfgate =")[1].split("triggered fallbacks")[0].splitlines()[1:]
+    assert table and max(len(ln) for ln in table) <= 120
+    v = json.loads((quiet.path / "perfgate-results" / "decisions.json").read_text())["phases"]["phase1"]["verdicts"][0]
+    assert (v["observed"], v["base_unit"], v["unit"], v["display"]["observed"]) == (4.736, "s", "ms", "4736 ms")
+    assert v["upper"] is None and v["display"]["upper"] == "unbounded"
+
+
+def test_gate_without_fallback_is_said_at_start_and_in_its_failure(quiet: pytest.Pytester) -> None:
+    quiet.makepyfile(test_acc="""
+        import pytest
+
+        @pytest.mark.gate("acceptance")
+        def test_low(perfgate):
+            perfgate.check(perfgate.proportion(100, 1000))
+    """)
+    r = quiet.runpytest("-p", "no:xdist", "test_acc.py")
+    r.stdout.fnmatch_lines([
+        "perfgate: 1 gate(s) name no fallback plan, so their failures trigger none: acceptance",
+        "*-> fallback: none: [[]gates.acceptance[]] names no fallback plan (add fallback = [[]...[]])",
+    ])
+
+
+def test_misspelt_key_gets_did_you_mean(quiet: pytest.Pytester) -> None:
+    th = quiet.path / "thresholds.toml"
+    th.write_text(th.read_text().replace('baseline = "320 ms"', 'baselin = "320 ms"'))
+    r = quiet.runpytest("-p", "no:xdist")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines(["ERROR: perfgate: *thresholds.toml: [[]gates.long_context_ttft[]] baselin: "
+                            "unknown key (did you mean 'baseline'? allowed: *"])

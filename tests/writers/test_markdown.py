@@ -37,7 +37,7 @@ def test_summary_md_layout(tmp_path: Path) -> None:
     fail = rows[0]
     assert fail[0] == r"long\_context\_ttft"
     assert fail[2:5] == ["212 ms", "95% CI 200 ms - 230 ms, n=500", "max 150 ms"]
-    assert fail[5] == "320 ms (34% better)"
+    assert fail[5] == "320 ms (34% lower)"
     assert fail[6] == "fail"
     assert r"tiered\_kv\_cache (triggered)" in fail[7]
     assert rows[1][6] == "pass (band: large gain)"
