@@ -80,13 +80,27 @@ def quantile_ranks(n: int, q: float, c: float) -> tuple[int | None, int | None]:
 def quantile_bounds(x: Array, q: float, c: float) -> Bounds:
     n = int(x.size)
     k_lo, k_hi = quantile_ranks(n, q, c)
-    ks = sorted({k - 1 for k in (k_lo, k_hi) if k is not None})
-    part = np.partition(x, ks) if ks else x
+    k_obs = empirical_rank(n, q)
+    ks = sorted({k - 1 for k in (k_lo, k_hi, k_obs) if k is not None})
+    part = np.partition(x, ks)  # one partition for the bounds and the observed value
     lower = float(part[k_lo - 1]) if k_lo is not None else -math.inf
     upper = float(part[k_hi - 1]) if k_hi is not None else math.inf
     # the empirical quantile X_(ceil(nq)): an order statistic, consistent with its bounds
-    observed = float(np.quantile(x, q, method="inverted_cdf"))
-    return Bounds(observed, lower, upper, "order-statistic")
+    return Bounds(float(part[k_obs - 1]), lower, upper, "order-statistic")
+
+
+def empirical_rank(n: int, q: float) -> int:
+    """1-based rank of the empirical q-quantile X_(ceil(nq)) (numpy's "inverted_cdf"), the one
+    percentile definition of the package: gates, reports and RunResult.summary() all use it."""
+    k = math.ceil(n * q)
+    if k - 1 >= 1 and math.isclose((k - 1) / n, q, rel_tol=1e-12):  # n*q an integer up to rounding
+        k -= 1
+    return min(max(k, 1), n)
+
+
+def empirical_quantile(x: Array, q: float) -> float:
+    k = empirical_rank(int(x.size), q)
+    return float(np.partition(x, k - 1)[k - 1])
 
 
 def quantile_pass_possible(n: int, exceed: int, q: float, c: float) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 from . import stats
 from .config import Fallback, Gate, Thresholds
 from .samples import Data, Proportion, SampleError, Samples, as_data
-from .units import DIMENSION_DEFAULT_UNIT, format_value, unit
+from .units import DIMENSION_DEFAULT_UNIT, base_unit, change_text, format_value, note_unit, unit
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,9 @@ class Verdict:
             return "single measurement"
         pct = f"{self.confidence * 100:.4g}%"
         if math.isinf(self.lower) and math.isinf(self.upper):
-            return f"{pct} CI: too few samples for any bound, n={self.n}"
-        return f"{pct} CI {self.fmt(self.lower)} - {self.fmt(self.upper)}, n={self.n}"
+            return f"one-sided {pct} bounds: too few samples for any bound, n={self.n}"
+        # two one-sided bounds (each at c), not a two-sided c interval: the label says so
+        return f"one-sided {pct} bounds {self.fmt(self.lower)} - {self.fmt(self.upper)}, n={self.n}"
 
     def summary(self) -> str:
         """One line: ``gate X: ttft p99 = 212 ms (95% CI ..., n=500) > max 150 ms (baseline 320 ms)``."""
@@ -103,23 +104,20 @@ class Verdict:
         if self.direction is not None and self.threshold is not None:
             op = {("max", "pass"): "<", ("max", "fail"): ">", ("min", "pass"): ">", ("min", "fail"): "<"}
             sym = op.get((self.direction, self.outcome), "vs")
+            if self.details.get("target_met") == 1.0:  # failed on a baseline regression, not on the target
+                sym = op[(self.direction, "pass")]
             line += f" {sym} {self.direction} {self.fmt(self.threshold)}"
         if self.baseline is not None:
-            imp = self.improvement
-            line += f" (baseline {self.fmt(self.baseline)}"
-            if imp is None:
-                line += ")"
-            elif imp >= 0:
-                line += f", {imp * 100:.0f}% better)"
-            else:
-                line += f", {-imp * 100:.0f}% worse)"
+            change = change_text(self.observed, self.baseline) if self.outcome != "error" else None
+            line += f" (baseline {self.fmt(self.baseline)}" + (f", {change})" if change else ")")
         if self.band:
             line += f" [band: {self.band}]"
         if self.outcome == "inconclusive":
+            what = "trials" if self.method in ("clopper-pearson", "cluster-robust Korn-Graubard") else "samples"
             line += " -> inconclusive: " + (
-                f"need >= {self.needed} samples in all ({max(0, self.needed - self.n)} more) if the observed rate holds"
+                f"need >= {self.needed} {what} in all ({max(0, self.needed - self.n)} more) if the observed rate holds"
                 if self.needed
-                else "the observed value sits on the threshold; more samples will not decide it"
+                else "the bounds straddle the threshold; these data do not predict how many more samples would decide it"
             )
         if self.floor is not None:
             line += f" [{self.floor_text()}]"
@@ -136,6 +134,8 @@ class Verdict:
                 for f in self.fallback_info
             )
             text += f"\n-> fallback: {plans}"
+        elif not self.fallbacks and self.outcome == "fail":
+            text += f"\n-> fallback: none: [gates.{self.gate}] names no fallback plan (add fallback = [...])"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,6 +150,7 @@ class Verdict:
             d[k] = None if v is None or not math.isfinite(v) else v
         d["display"] = {k: self.fmt(getattr(self, k)) for k in ("observed", "lower", "upper", "threshold", "baseline")}
         d["display"]["floor"] = self.floor_text()
+        d["base_unit"] = base_unit(self.unit)  # the unit of the numbers above; "unit" is the display unit
         return d
 
     def user_properties(self) -> list[tuple[str, str | float | int]]:
@@ -307,6 +308,17 @@ def _check_dimension(gate: Gate, d: Data) -> None:
         )
 
 
+def proportion_bounds(d: Proportion, c: float) -> tuple[stats.Bounds, str]:
+    """Bounds of a proportion and the note saying what they assume."""
+    if d.clustered:
+        cs, ct = d.clusters()
+        g = int(np.count_nonzero(ct))
+        b = stats.cluster_proportion_bounds(cs, ct, c)
+        return b, f"{d.successes}/{d.trials} in {g} {d.cluster_unit} clusters (cluster-robust)"
+    b = stats.clopper_pearson(d.successes, d.trials, c)
+    return b, f"{d.successes}/{d.trials}; assumes independent trials"
+
+
 def _evaluate_single(gate: Gate, d: Data, c: float) -> dict[str, Any]:
     _check_dimension(gate, d)
     st = gate.statistic
@@ -315,57 +327,63 @@ def _evaluate_single(gate: Gate, d: Data, c: float) -> dict[str, Any]:
         dim = "fraction"
     shown = _display_unit(gate, d, dim)
     base = dict(confidence=c, unit=shown, needed=None, note="", details={})
+    thr = gate.threshold.base if gate.threshold is not None else None
     if isinstance(d, Proportion):
         if st.kind == "quantile":
             raise SampleError(f"gate {gate.name}: {st.text} of a proportion makes no sense; use statistic = \"rate\"")
         if d.trials == 0:
             raise SampleError(f"gate {gate.name}: {d.label or gate.metric}: 0 trials, nothing was measured")
-        b = stats.clopper_pearson(d.successes, d.trials, c)
+        b, note = proportion_bounds(d, c)
         outcome = _decide_bounds(gate, b)
         needed = None
-        if outcome == "inconclusive" and gate.threshold is not None and gate.direction is not None:
-            needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, gate.threshold.base)
+        if outcome == "inconclusive" and thr is not None and gate.direction is not None:
+            deff = stats.design_effect(*d.clusters()) if d.clustered else 1.0
+            needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, thr, deff)
         return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=d.trials,
-                    method=b.method, needed=needed, details=dict(d.extra), note=f"{d.successes}/{d.trials}")
+                    method=b.method, needed=needed, details=dict(d.extra), note=note)
     x = d.values
     n = x.size
-    if st.kind == "value" or n == 1:
-        if d.denominators is not None:
-            obs = float(x.sum() / d.denominators.sum())
-            if n == 1:
-                b = stats.Bounds(obs, obs, obs, "single")
-            else:
-                rng = np.random.default_rng(stats.seed_for(gate.name))
-                draws = stats.resample_stat(x, "value", None, rng, stats.BOOTSTRAP_RESAMPLES, d.denominators)
-                b = stats.bootstrap_bounds(lambda a: a, obs, c, draws, "bootstrap")
-        elif n == 1:
+    if st.kind == "value":
+        if d.denominators is not None:  # a ratio of sums (e.g. tokens over busy seconds), one pair per request
+            b = stats.ratio_bounds(x, d.denominators, c, "ratio estimator, cluster-robust t")
+            outcome = _decide_bounds(gate, b)
+            note = "" if n >= 2 else "one request: a ratio's bound needs >= 2"
+            return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
+                        method=b.method, note=note, needed=2 if n < 2 and outcome == "inconclusive" else None)
+        if n == 1:
             obs = float(x[0])
-            b = stats.Bounds(obs, obs, obs, "single")
-        else:
-            raise SampleError(
-                f"gate {gate.name}: statistic {st.text!r} takes one measured value but got {n} samples; "
-                "use mean or a percentile (pNN)"
-            )
-        outcome = _decide_bounds(gate, b)
-        note = "single measurement: no confidence interval" if b.method == "single" else ""
-        return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
-                    method=b.method, note=note)
-    if st.kind == "mean":
-        b = stats.mean_bounds(x, c)
+            if gate.single or gate.direction is None:
+                b = stats.Bounds(obs, obs, obs, "single")
+                return dict(base, outcome=_decide_bounds(gate, b), observed=obs, lower=obs, upper=obs, n=1,
+                            method="single", note="single measurement: no confidence interval (the gate sets single = true)"
+                            if gate.single else "single measurement: no confidence interval")
+            return dict(base, outcome="inconclusive", observed=obs, lower=-math.inf, upper=math.inf, n=1,
+                        method="none", needed=None,
+                        note="one measured number has no confidence bound: repeat the run (the runs' values are "
+                             "then gated by their mean) or set single = true on the gate to accept one measurement")
+        # several run-level values: repeated runs, gated by their mean
+    if st.kind in ("mean", "value"):
+        b = stats.mean_bounds(x, c, gate.direction)
         outcome = _decide_bounds(gate, b)
         needed = None
-        if outcome == "inconclusive" and gate.threshold is not None:
-            needed = stats.mean_needed(x, c, gate.threshold.base)
+        if outcome == "inconclusive" and thr is not None:
+            needed = stats.mean_needed(x, c, thr)
+        note = "mean of repeated runs" if st.kind == "value" else ""
+        if b.warning:
+            note = f"{note}; {b.warning}" if note else b.warning
         return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
-                    method=b.method, needed=needed)
+                    method=b.method, needed=needed, note=note)
     assert st.q is not None
     b = stats.quantile_bounds(x, st.q, c)
-    if gate.direction is None or gate.threshold is None:
+    if gate.direction is None or thr is None:
         outcome, needed = "recorded", None
     else:
-        outcome, needed = stats.quantile_decision(x, st.q, c, gate.direction, gate.threshold.base)
+        outcome, needed = stats.quantile_decision(x, st.q, c, gate.direction, thr)
     return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
                 method=b.method, needed=needed)
+
+
+MEAN_MIN_N = stats.MEAN_MIN_N
 
 
 def _point(st_kind: str, q: float | None, d: Data) -> float:
@@ -374,68 +392,126 @@ def _point(st_kind: str, q: float | None, d: Data) -> float:
     if d.denominators is not None:
         return float(d.values.sum() / d.denominators.sum())
     if st_kind == "quantile" and q is not None:
-        return float(np.quantile(d.values, q, method="inverted_cdf"))
+        return stats.empirical_quantile(d.values, q)
     return float(np.mean(d.values))
 
 
-def _replicates(st_kind: str, q: float | None, d: Data, rng: np.random.Generator, b: int) -> np.ndarray:
-    if isinstance(d, Proportion):
-        return rng.binomial(d.trials, d.successes / d.trials, size=b) / d.trials
-    if d.n == 1 and d.denominators is None:
-        return np.full(b, float(d.values[0]))
-    return stats.resample_stat(d.values, st_kind, q, rng, b, d.denominators)
-
-
-def _combine(kind: str, a: Any, b: Any) -> Any:
+def _combine(kind: str, a: float, b: float) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         if kind == "ratio":
-            return a / b
+            return float(np.float64(a) / np.float64(b))
         if kind == "difference":
             return a - b
-        return 1 - a / b  # reduction
+        return float(1 - np.float64(a) / np.float64(b))  # reduction
+
+
+def _side_bounds(st_kind: str, q: float | None, d: Data, c: float) -> stats.Bounds:
+    """One run's own bounds at confidence ``c`` (both sides)."""
+    if isinstance(d, Proportion):
+        return proportion_bounds(d, c)[0]
+    if d.denominators is not None:
+        return stats.ratio_bounds(d.values, d.denominators, c)
+    if st_kind == "quantile" and q is not None:
+        return stats.quantile_bounds(d.values, q, c)
+    if d.n < 2:
+        v = float(d.values[0])
+        return stats.Bounds(v, -math.inf, math.inf, "none")
+    return stats.mean_bounds(d.values, c, None)
+
+
+def _is_runs(x: Any) -> bool:
+    """A list of several runs (or run-level sample sets) of one side: the A B A B design."""
+    return isinstance(x, (list, tuple)) and len(x) >= 1 and all(
+        isinstance(r, (Samples, Proportion)) or hasattr(r, "perfgate_data") for r in x)
+
+
+def _run_value(st_kind: str, q: float | None, d: Data) -> float:
+    return _point(st_kind, q, d)
 
 
 def _evaluate_compare(gate: Gate, data: Any, c: float) -> dict[str, Any]:
     if not isinstance(data, Sequence) or isinstance(data, (str, bytes)) or len(data) != 2:
         runs = " and ".join(gate.runs) if gate.runs else "treatment and reference"
         raise SampleError(f"gate {gate.name} compares two runs ({runs}): pass a pair (treatment, reference)")
-    a = as_data(data[0], gate.metric, label=f"{gate.name}[{gate.runs[0] if gate.runs else 0}]")
-    r = as_data(data[1], gate.metric, label=f"{gate.name}[{gate.runs[1] if gate.runs else 1}]")
+    kind = gate.compare or "ratio"
+    st = gate.statistic
+    names = (gate.runs[0] if gate.runs else "treatment", gate.runs[1] if gate.runs else "reference")
+    if _is_runs(data[0]) and _is_runs(data[1]):
+        return _evaluate_compare_runs(gate, data[0], data[1], c, names)
+    a = as_data(data[0], gate.metric, label=f"{gate.name}[{names[0]}]")
+    r = as_data(data[1], gate.metric, label=f"{gate.name}[{names[1]}]")
     for d in (a, r):
         _check_dimension(gate, d)
-    st = gate.statistic
     if st.kind == "value":
         for d in (a, r):
             if isinstance(d, Samples) and d.n > 1 and d.denominators is None:
-                raise SampleError(f"gate {gate.name}: statistic 'value' needs one value per run, got {d.n} samples")
+                raise SampleError(f"gate {gate.name}: statistic 'value' needs one value per run, got {d.n} samples "
+                                  "(several runs per side: pass two lists of runs)")
     pa, pr = _point(st.kind, st.q, a), _point(st.kind, st.q, r)
-    obs = float(_combine(gate.compare or "ratio", pa, pr))
-    single = all(
-        isinstance(d, Samples) and d.n == 1 and d.denominators is None for d in (a, r)
-    )
-    if single:
+    obs = _combine(kind, pa, pr)
+    single = all(isinstance(d, Samples) and d.n == 1 and d.denominators is None for d in (a, r))
+    u_a = note_unit(a.unit) if isinstance(a, Samples) else unit("%")
+    design = f"one run per side: {names[0]} {format_value(pa, u_a)} vs {names[1]} {format_value(pr, u_a)}"
+    needed: int | None = None
+    if single and (gate.single or gate.direction is None):
         b = stats.Bounds(obs, obs, obs, "single")
+        note = "single measurement per run: no confidence interval" + (" (the gate sets single = true)" if gate.single else "")
+    elif single:
+        b = stats.Bounds(obs, -math.inf, math.inf, "none")
+        note = (f"{design}; one number per run has no confidence bound: interleave several runs per side "
+                "(A B A B) or set single = true on the gate")
+    elif (st.kind == "value" and kind != "difference" and isinstance(a, Samples) and isinstance(r, Samples)
+          and a.denominators is not None and r.denominators is not None):
+        b = stats.ratio_of_sums_compare(kind, a.values, a.denominators, r.values, r.denominators, c)
+        note = (f"{design}; design: requests as the unit ({a.n} vs {r.n}), assumes no run-to-run variance "
+                "(interleave runs A B A B to measure it)")
     else:
-        rng = np.random.default_rng(stats.seed_for(gate.name))
-        ra = _replicates(st.kind, st.q, a, rng, stats.BOOTSTRAP_RESAMPLES)
-        rr = _replicates(st.kind, st.q, r, rng, stats.BOOTSTRAP_RESAMPLES)
-        b = stats.bootstrap_bounds(lambda x: x, obs, c, np.asarray(_combine(gate.compare or "ratio", ra, rr), dtype=float))
+        c2 = 1 - (1 - c) / 2
+        b = stats.combine(kind, _side_bounds(st.kind, st.q, a, c2), _side_bounds(st.kind, st.q, r, c2), obs,
+                          "per-run bounds at alpha/2, combined")
+        note = f"{design}; design: each run's one-sided bounds at {c2 * 100:.4g}% combined (requests as the unit)"
+        if b.warning:
+            note += f"; {b.warning}"
     outcome = _decide_bounds(gate, b)
-    dim = "time" if gate.compare == "difference" and isinstance(a, Samples) else "number"
+    n = min(_n(a), _n(r))
+    if outcome == "inconclusive" and not math.isfinite(b.lower) and not math.isfinite(b.upper):
+        note += "; too few samples per run for a bound"
+    details = {"treatment": pa, "reference": pr}
+    return dict(outcome=outcome, observed=obs, lower=b.lower, upper=b.upper, n=n, confidence=c,
+                method=b.method, unit=_compare_unit(gate, a), needed=needed, note=note, details=details)
+
+
+def _compare_unit(gate: Gate, a: Data) -> str:
+    dim = "number"
     if gate.compare == "difference" and isinstance(a, Samples):
         dim = a.unit.dimension
     elif gate.compare in ("ratio", "reduction") and gate.threshold is not None:
         dim = gate.threshold.dimension
-    shown = _display_unit(gate, a if gate.compare == "difference" else None, dim)
-    u_a = a.unit if isinstance(a, Samples) else unit("%")
-    details = {"treatment": pa, "reference": pr}
-    n = min(_n(a), _n(r))
-    note = "single measurement per run: no confidence interval" if single else (
-        f"{gate.runs[0] if gate.runs else 'treatment'} {format_value(pa, u_a)} vs "
-        f"{gate.runs[1] if gate.runs else 'reference'} {format_value(pr, u_a)}"
-    )
-    return dict(outcome=outcome, observed=obs, lower=b.lower, upper=b.upper, n=n, confidence=c,
-                method=b.method if not single else "single", unit=shown, needed=None, note=note, details=details)
+    return _display_unit(gate, a if gate.compare == "difference" else None, dim)
+
+
+def _evaluate_compare_runs(gate: Gate, ra: Sequence[Any], rr: Sequence[Any], c: float, names: tuple[str, str]) -> dict[str, Any]:
+    """Several interleaved runs per side (A B A B): each run's statistic is one observation."""
+    kind = gate.compare or "ratio"
+    st = gate.statistic
+    sides = []
+    for side, runs in ((names[0], ra), (names[1], rr)):
+        ds = [as_data(x, gate.metric, label=f"{gate.name}[{side} run {i}]") for i, x in enumerate(runs)]
+        for d in ds:
+            _check_dimension(gate, d)
+        sides.append(ds)
+    va = np.asarray([_run_value(st.kind, st.q, d) for d in sides[0]], dtype=np.float64)
+    vb = np.asarray([_run_value(st.kind, st.q, d) for d in sides[1]], dtype=np.float64)
+    b = stats.runs_compare(kind, va, vb, c)
+    outcome = _decide_bounds(gate, b)
+    u_a = note_unit(sides[0][0].unit) if isinstance(sides[0][0], Samples) else unit("%")
+    note = (f"design: {va.size} {names[0]} and {vb.size} {names[1]} runs, interleaved, the run as the unit "
+            f"({names[0]} mean {format_value(float(va.mean()), u_a)}, {names[1]} mean {format_value(float(vb.mean()), u_a)})")
+    if va.size < 2 or vb.size < 2:
+        note += "; a bound needs >= 2 runs per side"
+    return dict(outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=int(min(va.size, vb.size)),
+                confidence=c, method=b.method, unit=_compare_unit(gate, sides[0][0]), needed=None, note=note,
+                details={"treatment": float(va.mean()), "reference": float(vb.mean()), "runs": float(va.size + vb.size)})
 
 
 def _n(d: Data) -> int:

@@ -179,6 +179,8 @@ class RunResult:
         """P50/P90/P99/mean (and n) per time metric in seconds, decode rate in tok/s, run rates.
 
         Percentiles are the empirical order statistic X_(ceil(nq)), the same value a pNN gate reports."""
+        from ..stats import empirical_quantile
+
         out: dict[str, dict[str, float]] = {}
         for name in (*_TIME_METRICS, "decode_rate"):
             try:
@@ -189,7 +191,7 @@ class RunResult:
             v = data.values
             out[name] = {
                 "n": float(v.size), "mean": float(v.mean()),
-                **{f"p{q}": float(np.quantile(v, q / 100, method="inverted_cdf")) for q in (50, 90, 99)},
+                **{f"p{q}": empirical_quantile(v, q / 100) for q in (50, 90, 99)},
             }
         for name in ("output_throughput", "request_throughput"):
             v2 = getattr(m, name)(self.records)
