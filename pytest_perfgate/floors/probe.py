@@ -71,11 +71,11 @@ def _best(fn: Any, reps: int, budget_s: float) -> float:
     return best
 
 
-def measure_cpu(sizes: tuple[int, ...] = (256, 384), read_mib: int = 64, reps: int = 300,
-                budget_s: float = 1.0) -> dict[str, Any]:
+def measure_cpu(sizes: tuple[int, ...] = (256,), read_mib: int = 64, reps: int = 300,
+                budget_s: float = 0.6) -> dict[str, Any]:
     """fp32 GEMM peak and read bandwidth of this CPU.
 
-    GEMM: best FLOP/s of one thread over square sizes ``sizes`` (cache-resident, so it measures the
+    GEMM: best FLOP/s of one thread over square sizes ``sizes`` (256: cache-resident, so it measures the
     core, not memory), times the threads torch uses: a two-thread product waits for its slower
     thread, so on a shared runner one thread per core measures the peak far more repeatably. Read:
     best bytes/s of a sum over ``read_mib`` MiB (twice the 32 MiB L3 of a typical runner), all

@@ -60,19 +60,18 @@ def test_perfgate_check_warns_and_strict_fails() -> None:
     assert strict.returncode == 1 and "--strict-feasibility: failing" in strict.stdout
 
 
-def test_pytest_header_warns_and_strict_is_a_usage_error(tmp_path: Path) -> None:
-    (tmp_path / "thresholds.toml").write_text((ROOT / "thresholds.toml").read_text())
-    (tmp_path / "test_g.py").write_text(
-        "import pytest\n\n@pytest.mark.gate('long_context_ttft')\ndef test_ttft():\n    pass\n")
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", str(tmp_path),
-            "--rootdir", str(tmp_path), "--perfgate-engine", "speculative=qwen72b-spec"]
-    p = subprocess.run(base, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "perfgate: gate long_context_ttft: infeasible on 4x H200: needs >= 9 GPUs" in p.stdout  # header
-    assert "PerfgateWarning: gate long_context_ttft: infeasible" in p.stdout  # warning summary
-    s = subprocess.run([*base, "--perfgate-strict-feasibility"], capture_output=True, text=True, timeout=300,
-                       cwd=tmp_path)
-    assert s.returncode == 4 and "--perfgate-strict-feasibility: gate long_context_ttft: infeasible" in s.stderr
+def test_pytest_header_warns_and_strict_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", thresholds=(ROOT / "thresholds.toml").read_text())
+    pytester.makepyfile(test_g="import pytest\n\n@pytest.mark.gate('long_context_ttft')\ndef test_ttft():\n    pass\n")
+    args = ["--collect-only", "-p", "no:cacheprovider", "--perfgate-engine", "speculative=qwen72b-spec"]
+    r = pytester.runpytest_inprocess(*args)
+    assert r.ret == 0
+    out = r.stdout.str()
+    assert "perfgate: gate long_context_ttft: infeasible on 4x H200: needs >= 9 GPUs" in out  # header
+    assert "PerfgateWarning: gate long_context_ttft: infeasible" in out  # warning summary
+    s = pytester.runpytest_inprocess(*args, "--perfgate-strict-feasibility")
+    assert s.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--perfgate-strict-feasibility: gate long_context_ttft: infeasible" in s.stderr.str()
 
 
 def _run(model_dir: Path, ttft_ms: list[float], out_tokens: int = 1, gap_ms: float = 0.0) -> RunResult:
