@@ -72,6 +72,11 @@ def test_phase1_passing_thresholds(pytester: pytest.Pytester) -> None:
     assert {"acceptance_dialogue", "acceptance_math", "baseline_tpot_p99", "speculative_tpot_p99"} <= set(by_gate)
     assert any(e.get("kind") == "vllm" for e in d["engines"])
     assert "stopping engine 'baseline' before starting 'speculative'" in out
+    # physical floors on this machine (floors/, issue #16): prefill-bound TTFT reports MFU, decode MBU
+    ttft, tpot = by_gate["long_context_ttft"], by_gate["baseline_tpot_p50"]
+    assert ttft["efficiency_kind"] == "MFU" and 0 < ttft["efficiency"] <= 1 and ttft["floor"] > 0
+    assert ttft["floor_multiple"] == pytest.approx(120.0 / ttft["floor"])
+    assert tpot["efficiency_kind"] == "MBU" and tpot["efficiency"] > 0 and "MBU" in tpot["summary"]
 
 
 def test_phase1_failing_thresholds(pytester: pytest.Pytester) -> None:
