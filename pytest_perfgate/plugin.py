@@ -6,6 +6,7 @@ imported inside fixtures and hooks when a gate is evaluated).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -23,6 +24,13 @@ if TYPE_CHECKING:
 STATE = pytest.StashKey["RunState | None"]()
 CONF = pytest.StashKey["PluginConfig"]()
 RANK = pytest.StashKey[Any]()  # distributed.ranks.RankEnv of this process (torchrun / srun)
+LIVE = pytest.StashKey[Any]()  # store.live.LiveStore: data files, history, baseline
+SHORT = pytest.StashKey[bool]()  # this test's failure is a perfgate message: render it alone
+ENGINES = pytest.StashKey[Any]()  # the session's LoggedEngines, once created
+MISSING = pytest.StashKey["tuple[str, frozenset[str]] | None"]()  # (message, nodeids it stops)
+ENGINE_FIXTURES = ("perfgate_engine", "perfgate_engines")
+GATE_TESTS = pytest.StashKey[int]()  # selected tests with gate/fallback markers (not known under xdist)
+REPORTS = ("gates.xml", "summary.md", "report.html")
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate-engine", metavar="NAME|ROLE=NAME", action="append", default=None,
                     help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine); "
                     "ROLE=NAME maps an engine the suite names (e.g. speculative=qwen72b-spec); repeatable")
+    group.addoption("--perfgate-baseline", metavar="REF", default=None,
+                    help="compare every gate with a baseline: a results directory or history.sqlite, 'latest', "
+                    "a run id, or a git ref; gates with a `regression` tolerance fail when they regressed beyond it")
     group.addoption("--perfgate-strict-feasibility", action="store_true", default=False,
                     help="a gate whose threshold is below its physical floor on the engine's hardware is a usage "
                     "error before anything is measured (default: a warning; see `perfgate check`)")
@@ -78,6 +89,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gate(*names): bind the test to gates of thresholds.toml (adds their phase markers)")
     config.addinivalue_line("markers", "fallback(name): the test validates a fallback plan; runs only when triggered")
     config.addinivalue_line("markers", "engine(name): the engine from [engines.NAME] this test measures")
+    if not config.pluginmanager.hasplugin("xdist"):
+        # the plugin groups a phase's tests with xdist_group; without xdist the marker is inert but
+        # must still be known (--strict-markers, -W error::pytest.PytestUnknownMarkWarning)
+        config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup group (inert without xdist)")
     pc = _resolve(config)
     config.stash[CONF] = pc
     config.stash[STATE] = None
@@ -101,38 +116,32 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"perfgate: --perfgate-engine {v}: no [engines.{name.strip()}] in "
                                     f"{th.path.name} (engines: {known})")
     inconclusive = pc.inconclusive or th.settings.inconclusive
+    if not hasattr(config, "workerinput"):
+        problem = _unwritable(pc.out_dir)
+        if problem:
+            raise pytest.UsageError(f"perfgate: --perfgate-out {pc.out_dir}: {problem}")
     st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
     config.stash[STATE] = st
+    config.stash[LIVE] = _live_store(config, st)
     if _rank(config).writes:  # under torchrun/srun only rank 0 evaluates gates and writes results
         config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
     _install_sigterm(config)
     _check_feasibility(config, th)
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"perfgate: terminated by signal {signum}")
+def _live_store(config: pytest.Config, st: RunState) -> Any:
+    """Data files, history and baseline of this session (store/live.py)."""
+    from .store.baseline import resolve
+    from .store.history import HistoryError
+    from .store.live import LiveStore
 
-
-def _install_sigterm(config: pytest.Config) -> None:
-    """Turn SIGTERM (CI cancellation, ``timeout``, ``kill``) into KeyboardInterrupt, like Ctrl-C, so
-    that pytest finishes the session: fixtures are torn down (engines stopped, servers killed) and
-    the results are written. Only when nobody else handles SIGTERM; restored at unconfigure."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    try:
-        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
-            return
-        signal.signal(signal.SIGTERM, _sigterm)
-    except (ValueError, OSError):  # pragma: no cover - not the main interpreter
-        return
-    def restore() -> None:
-        if signal.getsignal(signal.SIGTERM) is _sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-    config.add_cleanup(restore)
+    ref = None
+    if config.option.perfgate_baseline:
+        try:
+            ref = resolve(config.option.perfgate_baseline, st.out_dir, config.invocation_params.dir)
+        except HistoryError as e:
+            raise pytest.UsageError(f"perfgate: {e}") from None
+    return LiveStore(st.out_dir, st.thresholds, st.run_id, ref)
 
 
 def _rank(config: pytest.Config) -> Any:
@@ -173,6 +182,54 @@ class _RankStatus:
         status = exchange_status(int(session.exitstatus))
         if not self.rank.writes:
             session.exitstatus = status
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the results directory can't be written (checked at start: a usage error, exit 4), or None.
+
+    Nothing is created here: an existing directory gets a probe file, a missing one its nearest
+    existing parent."""
+    import tempfile
+
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            return "no existing parent directory"
+        probe = probe.parent
+    if not probe.is_dir():
+        return "is a file, not a directory" if probe == out else f"{probe} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        return f"not writable ({e.strerror or e})" if probe == out else f"cannot be created in {probe} ({e.strerror or e})"
+    return None
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"perfgate: terminated by signal {signum}")
+
+
+def _install_sigterm(config: pytest.Config) -> None:
+    """Turn SIGTERM (CI cancellation, ``timeout``, ``kill``) into KeyboardInterrupt, like Ctrl-C, so
+    that pytest finishes the session: fixtures are torn down (engines stopped, servers killed) and
+    the results are written. Only when nobody else handles SIGTERM; restored at unconfigure."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return
+        signal.signal(signal.SIGTERM, _sigterm)
+    except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+        return
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is _sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    config.add_cleanup(restore)
 
 
 def _state(config: pytest.Config) -> RunState | None:
@@ -228,10 +285,70 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda it: 1 if it.get_closest_marker("fallback") else 0)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before anything is measured: can the engines these tests use start here? A missing vLLM,
+    tokenizers, transformers (or CUDA for a GPU engine) is stated once, with the command that fixes
+    it; each test that needs the engine then errors with that one line, and its gates record ERROR."""
+    config = session.config
+    config.stash[MISSING] = None
+    config.stash[GATE_TESTS] = sum(1 for it in session.items
+                                   if it.get_closest_marker("gate") or it.get_closest_marker("fallback"))
+    st = _state(config)
+    users = [it for it in session.items if any(f in getattr(it, "fixturenames", ()) for f in ENGINE_FIXTURES)]
+    if st is None or not users:
+        return
+    from .config import BUILTIN_ENGINES
+    from .engines.base import EngineError
+    from .engines.manager import EngineManager, uses_embedded
+    from .requirements import check
+
+    default, aliases = _engine_aliases(config)
+    mgr = EngineManager(st.thresholds.engines, aliases)
+    wanted: dict[str, list[str]] = {}  # engine name -> nodeids
+    for it in users:
+        if "perfgate_engine" in getattr(it, "fixturenames", ()):
+            names = [_engine_name(it, st, default)]
+        else:  # the test picks engines itself: those of thresholds.toml, else the built-in ones
+            names = [*st.thresholds.engines] or [*BUILTIN_ENGINES]
+        for n in names:
+            wanted.setdefault(n, []).append(it.nodeid)
+    specs = []
+    for n in wanted:
+        try:
+            spec = mgr.spec(n)
+        except EngineError:
+            continue  # an unknown engine: the fixture says so
+        specs.append((n, spec.kind, spec.args, uses_embedded(dict(spec.args))))
+    missing = check(specs)
+    if missing is None:
+        return
+    stopped = frozenset(i for n in missing.engines for i in wanted[n])
+    config.stash[MISSING] = (missing.message(), stopped)
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"{missing.message()}; {len(stopped)} test(s) that need it will error", red=True, bold=True)
+
+
+def _engine_name(item: pytest.Item, st: RunState | None, default: str | None) -> str:
+    """``@pytest.mark.engine(NAME)``, else ``--perfgate-engine NAME``, else the gate's ``engine =``,
+    else the embedded ``baseline``."""
+    m = item.get_closest_marker("engine")
+    name = m.args[0] if m and m.args else None
+    if name is None and default is None and st is not None:
+        for g in _marker_names(item, "gate"):
+            if g in st.thresholds.gates and st.thresholds.gates[g].engine:
+                return str(st.thresholds.gates[g].engine)
+    return str(name or default or "baseline")
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     st = _state(item.config)
     if st is None:
         return
+    missing = item.config.stash.get(MISSING, None)
+    if missing is not None and item.nodeid in missing[1]:
+        item.stash[SHORT] = True
+        pytest.fail(missing[0], pytrace=False)
     fbs = _marker_names(item, "fallback")
     for f in fbs:
         item.user_properties.append((FALLBACK_PROPERTY, f))
@@ -275,8 +392,11 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
     item = request.node
     bound = _marker_names(item, "gate")
 
+    live = request.config.stash[LIVE]
+
     def record(v: Verdict, engines: list[Any]) -> None:
         d = v.to_dict()
+        d.update(live.extras(v))
         if engines:
             d["engines"] = [str(e.get("name", e.get("model", "?"))) for e in engines]
             for e in engines:
@@ -285,7 +405,8 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
         item.user_properties.extend(v.user_properties())
         st.add_verdict(item.nodeid, d)
 
-    return Perfgate(st, bound, record, request.config.stash[CONF].confidence, _say(request.config))
+    return Perfgate(st, bound, record, request.config.stash[CONF].confidence, _say(request.config),
+                    store=live.hook(item.nodeid))
 
 
 def _say(config: pytest.Config) -> Callable[[str], None]:
@@ -339,13 +460,21 @@ def perfgate_memory() -> Any:
 def perfgate_engines(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
     """Session-scoped engine manager: ``get(name)`` starts ``[engines.NAME]`` lazily, at most one
     engine alive at a time; ``run(name, requests, LoadConfig(...))`` measures and returns a RunResult."""
+    from .enginelog import LoggedEngines
+    from .engines.base import EngineError
     from .engines.manager import EngineManager
 
     st = _state(request.config)
     _default, aliases = _engine_aliases(request.config)
-    mgr = EngineManager(st.thresholds.engines if st else {}, aliases, _say(request.config))
+    said: list[LoggedEngines] = []
+    mgr = EngineManager(st.thresholds.engines if st else {}, aliases, lambda m: said[0].say(m))
+    capman = request.config.pluginmanager.getplugin("capturemanager")
+    suspend = capman.global_and_fixture_disabled if capman is not None else contextlib.nullcontext
+    engines = LoggedEngines(mgr, request.config.stash[CONF].out_dir, suspend, EngineError, _say(request.config))
+    said.append(engines)
+    request.config.stash[ENGINES] = engines
     try:
-        yield mgr
+        yield engines
     finally:
         mgr.close()
 
@@ -357,21 +486,14 @@ def perfgate_engine(request: pytest.FixtureRequest, perfgate_engines: Any) -> An
     from .engines.base import EngineError
 
     default, _aliases = _engine_aliases(request.config)
-    m = request.node.get_closest_marker("engine")
-    name = m.args[0] if m and m.args else None
-    if name is None and default is None:
-        st = _state(request.config)
-        for g in _marker_names(request.node, "gate"):
-            if st is not None and g in st.thresholds.gates and st.thresholds.gates[g].engine:
-                name = st.thresholds.gates[g].engine
-                break
-    name = name or default or "baseline"
+    name = _engine_name(request.node, _state(request.config), default)
     failure: str | None = None
     try:
         engine = perfgate_engines.get(name)
     except EngineError as e:
         failure = str(e)
     if failure is not None:  # outside the except block: the message once, no exception chain
+        request.node.stash[SHORT] = True
         pytest.fail(failure, pytrace=False)
     record_engine(request.node, engine)
     return engine
@@ -390,11 +512,85 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     st = _state(item.config)
     if st is not None and report.failed and report.when in ("setup", "call"):
         _unevaluated_gates_error(item, call, report, st)
-    if st is not None and report.when == "call":
+    short = st is not None and report.failed and _short_failure(item, call, report)
+    if st is not None and report.when == "call" and not short:
         lines = [json.loads(v)["summary"] for k, v in item.user_properties if k == VERDICT_PROPERTY and isinstance(v, str)]
         if lines:
             report.sections.append(("perfgate verdicts", "\n".join(lines)))
     return report
+
+
+MAX_FAILURE_LINES = 5  # + the test's header line: at most 6 lines per failing test
+
+
+def _debugging(config: pytest.Config) -> bool:
+    """``--tb=long`` or ``-vv`` bring back pytest's full report (tracebacks, captured output)."""
+    return bool(config.option.tbstyle == "long" or config.option.verbose >= 2)
+
+
+def _is_engine_error(exc: BaseException) -> bool:
+    return any(c.__name__ == "EngineError" and c.__module__.startswith(__package__ or "pytest_perfgate")
+               for c in type(exc).__mro__)
+
+
+def _short_failure(item: pytest.Item, call: pytest.CallInfo[None], report: Any) -> bool:
+    """A gate failure, an engine error or a missing dependency is reported as its message alone: no
+    traceback, no locals, no plugin frames; the engine's captured output goes to its log file. The
+    crash line (short test summary, ``--tb=line``) names the gate and measured vs threshold."""
+    from .failures import GateFailure, headline
+
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if exc is None or _debugging(item.config):
+        return False
+    if isinstance(exc, GateFailure):
+        text, head = str(exc), headline(exc.verdict)
+    elif item.stash.get(SHORT, False) or _is_engine_error(exc):
+        text = str(exc.msg if isinstance(exc, pytest.fail.Exception) else exc).strip()
+        head = text.splitlines()[0] if text else type(exc).__name__
+        if _is_engine_error(exc):
+            text = text or head
+    else:
+        return False
+    lines = text.splitlines()
+    if len(lines) > MAX_FAILURE_LINES and not _engine_tail(lines):
+        lines = [*lines[: MAX_FAILURE_LINES - 1], f"... ({len(lines) - MAX_FAILURE_LINES + 1} more lines)"]
+    longrepr = call.excinfo.getrepr(style="value", chain=False) if call.excinfo is not None else None
+    crash = getattr(longrepr, "reprcrash", None)
+    entries = getattr(getattr(longrepr, "reprtraceback", None), "reprentries", None)
+    _route_captured(item, report)
+    if crash is None or not entries:
+        report.longrepr = "\n".join(lines)
+        return True
+    path, lineno, _name = item.location
+    crash.path, crash.lineno, crash.message = str(path), (lineno or 0) + 1, head
+    entries[:] = entries[-1:]
+    entries[0].lines[:] = lines
+    report.longrepr = longrepr
+    return True
+
+
+def _engine_tail(lines: list[str]) -> bool:
+    """An engine start failure shows its log's last lines (once): exempt from the line cap."""
+    return len(lines) > 1 and (lines[1].startswith("log: ") or (lines[1].startswith("last ") and " lines of " in lines[1]))
+
+
+def _route_captured(item: pytest.Item, report: Any) -> None:
+    """Move a failing engine test's captured output into its engine's log, out of the report."""
+    if not any(f in getattr(item, "fixturenames", ()) for f in ENGINE_FIXTURES):
+        return
+    from .enginelog import append, log_path
+
+    engines = item.config.stash.get(ENGINES, None)
+    live = getattr(engines, "live", None) if engines is not None else None
+    name = getattr(live, "name", None) or (sorted(engines.used)[-1] if engines is not None and engines.used else "session")
+    path = log_path(item.config.stash[CONF].out_dir, name)
+    kept = []
+    for title, content in report.sections:
+        if title.startswith("Captured "):
+            append(path, f"{item.nodeid}: {title.lower()}", content)
+        else:
+            kept.append((title, content))
+    report.sections[:] = kept
 
 
 def _unevaluated_gates_error(item: pytest.Item, call: pytest.CallInfo[None], report: Any, st: RunState) -> None:
@@ -428,15 +624,50 @@ def _unevaluated_gates_error(item: pytest.Item, call: pytest.CallInfo[None], rep
         v = Verdict(
             gate=g.name, phase=g.phase, outcome="error", metric=g.metric, statistic=g.statistic.text,
             observed=float("nan"), lower=float("nan"), upper=float("nan"), n=0,
-            confidence=g.confidence or th.settings.confidence, method="none", unit=g.unit or "",
+            confidence=g.confidence or th.settings.confidence, method="none", unit=_display_unit(g),
             direction=g.direction, threshold=g.threshold.base if g.threshold else None,
-            baseline=g.baseline.base if g.baseline else None, fallbacks=g.fallbacks,
+            baseline=g.baseline.base if g.baseline else None, fallbacks=g.fallbacks, compare=g.compare,
             note=f"the test failed before the gate was evaluated ({report.when}): {cause}",
         )
         prop = (VERDICT_PROPERTY, json.dumps(v.to_dict(), default=str, allow_nan=False))
         item.user_properties.append(prop)
         if report.user_properties is not item.user_properties:
             report.user_properties.append(prop)
+
+
+def _display_unit(g: Any) -> str:
+    """The unit a gate's numbers are shown in when nothing was measured: the gate's ``unit``, else
+    the unit its threshold (or baseline) was written in, else its metric's usual unit."""
+    from .metrics import lookup
+    from .units import DIMENSION_DEFAULT_UNIT
+
+    if g.unit:
+        return str(g.unit)
+    for q in (g.threshold, g.baseline):
+        if q is not None and (q.unit.name or g.compare):
+            return str(q.unit.name)
+    m = lookup(g.metric)
+    return DIMENSION_DEFAULT_UNIT.get(m.dimension, "") if m is not None and not g.compare else ""
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Results that could not be written fail the session (exit 1 instead of 0), after the
+    recorder's last flush."""
+    rec = session.config.pluginmanager.get_plugin("perfgate-recorder")
+    if not isinstance(rec, _Recorder) or rec.is_worker:
+        return
+    if session.config.stash.get(GATE_TESTS, 0):
+        rec.mark_stale()
+    if rec.write_errors and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    rec = config.pluginmanager.get_plugin("perfgate-recorder")
+    if isinstance(rec, _Recorder):
+        for m in rec.stale:
+            terminalreporter.write_line(f"perfgate: {m}")
 
 
 class _Recorder:
@@ -447,6 +678,11 @@ class _Recorder:
         self.st = st
         self.is_worker = hasattr(config, "workerinput")
         self.written: list[Path] = []
+        self.write_errors: list[str] = []  # a results file that could not be written fails the session
+        self.stale: list[str] = []
+        from .decisions import now_iso
+
+        self.started = now_iso()
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.st.recorded_error:
@@ -478,26 +714,67 @@ class _Recorder:
 
         try:
             doc = self.st.flush()
-        except OSError as e:  # never lose the test run over a results directory problem
+        except OSError as e:  # the tests go on; the session fails at its end (results are missing)
             warnings.warn(f"perfgate: could not write {self.st.out_dir}: {e}", stacklevel=1)
+            self._write_error(f"{self.st.out_dir / 'decisions.json'}: {e}")
             return None
+        self._history()
         if reports and self.st.all_verdicts():
             from .writers import write_all
 
             phases = sorted({v["phase"] for v in self.st.all_verdicts()})
             try:
                 written = write_all(doc, self.st.out_dir, phases=phases, inconclusive=self.st.inconclusive)
-            except Exception as e:  # the writers' own problems are reported, never fatal to the run
+            except Exception as e:  # the tests go on; the session fails at its end
                 warnings.warn(f"perfgate: could not write reports in {self.st.out_dir}: {e}", stacklevel=1)
+                self._write_error(f"reports in {self.st.out_dir}: {e}")
                 written = list(getattr(e, "written", []))
             self.written = [self.st.out_dir / "decisions.json", *written]
         return doc
+
+    def mark_stale(self) -> None:
+        """Gate tests ran but did not rewrite a report (all skipped, nothing measured): the report of
+        an earlier run is renamed ``previous-<name>`` so that nobody publishes it as this run's."""
+        for name in REPORTS:
+            path = self.st.out_dir / name
+            if path.exists() and path not in self.written:
+                try:
+                    path.replace(path.with_name("previous-" + name))
+                    self.stale.append(f"{name} was from an earlier run: renamed previous-{name}")
+                except OSError as e:
+                    self._write_error(f"{path}: from an earlier run and could not be renamed: {e}")
+
+    def _write_error(self, msg: str) -> None:
+        if msg not in self.write_errors:
+            self.write_errors.append(msg)
+
+    def _history(self) -> None:
+        """Append this run's new verdicts to history.sqlite (store/history.py)."""
+        import sqlite3
+        import warnings
+
+        try:
+            self.config.stash[LIVE].record_history(self.st.all_verdicts(), started=self.started, commit=self.st.commit,
+                                                   engines=list(self.st.engines.values()))
+        except (OSError, ValueError, sqlite3.Error) as e:
+            warnings.warn(f"perfgate: could not append to the run history in {self.st.out_dir}: {e}", stacklevel=1)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         st = self.st
         if self.is_worker or (not st.all_verdicts() and not st.fallback_tests):
             return
-        self._flush()
+        doc = self._flush()
+        if doc is not None and st.all_verdicts():
+            # the full report.html (distribution plots from the stored data) once, at the end
+            import warnings
+
+            from .writers.html import write_report
+
+            phases = sorted({v["phase"] for v in st.all_verdicts()})
+            try:
+                write_report(doc, st.out_dir, phases=phases, inconclusive=st.inconclusive, plots=True)
+            except Exception as e:  # never fatal to the run
+                warnings.warn(f"perfgate: could not write the plotted report.html: {e}", stacklevel=1)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         st = self.st
@@ -521,6 +798,8 @@ class _Recorder:
         tr.write_line("")
         for p in self.written:
             tr.write_line(f"perfgate: wrote {p}")
+        for e in self.write_errors:
+            tr.write_line(f"perfgate: could not write results (the session fails): {e}", red=True, bold=True)
 
 
 FEASIBILITY = pytest.StashKey[list[str]]()

@@ -300,3 +300,19 @@ def test_misspelt_key_gets_did_you_mean(quiet: pytest.Pytester) -> None:
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines(["ERROR: perfgate: *thresholds.toml: [[]gates.long_context_ttft[]] baselin: "
                             "unknown key (did you mean 'baseline'? allowed: *"])
+
+
+def test_reports_of_an_earlier_run_are_never_left_as_this_runs(quiet: pytest.Pytester) -> None:
+    quiet.runpytest("-p", "no:xdist", "-m", "phase1")  # a failing run writes summary.md (FAILED)
+    out = quiet.path / "perfgate-results"
+    old = (out / "summary.md").read_text()
+    # the next run's gate tests are all skipped (nothing measured): the old reports are renamed
+    quiet.makeconftest("""
+        import pytest
+        def pytest_runtest_setup(item):
+            pytest.skip("no runner today")
+    """)
+    r = quiet.runpytest("-p", "no:xdist", "-m", "phase1")
+    r.stdout.fnmatch_lines(["perfgate: summary.md was from an earlier run: renamed previous-summary.md"])
+    assert not (out / "summary.md").exists() and (out / "previous-summary.md").read_text() == old
+    assert not (out / "gates.xml").exists() and not (out / "report.html").exists()
