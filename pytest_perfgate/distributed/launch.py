@@ -55,8 +55,13 @@ def launch(
     master_port: int | None = None,
     timeout_s: float = 300.0,
     python: str = sys.executable,
+    realtime: bool = False,
 ) -> dict[str, Any]:
-    """Run ``len(ranks)`` ranks of the benchmark; return rank 0's results document."""
+    """Run ``len(ranks)`` ranks of the benchmark; return rank 0's results document.
+
+    ``realtime`` (root only) runs the ranks' timed loop under SCHED_FIFO, so that on a busy machine
+    the measurement is the link's cost rather than the wait for a CPU behind other jobs (recorded in
+    the document's ``priority``)."""
     if not ranks:
         raise ValueError("launch: need at least one rank")
     port = master_port or free_port()
@@ -65,7 +70,8 @@ def launch(
         out = Path(tmp) / "rank0.json"
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"spec": spec.to_dict(), "backend": backend, "layout": layout, "out": str(out),
-                                   "timeout_s": timeout_s, "hosts": [r.host for r in ranks]}), encoding="utf-8")
+                                   "timeout_s": timeout_s, "hosts": [r.host for r in ranks], "realtime": realtime}),
+                       encoding="utf-8")
         procs: list[tuple[subprocess.Popen[bytes], Path]] = []
         try:
             for i, r in enumerate(ranks):

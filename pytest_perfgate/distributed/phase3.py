@@ -141,7 +141,7 @@ def measure_netns(spec: BenchSpec, shaping: Shaping | None) -> tuple[dict[str, A
 def single_node(h: NetnsHosts, spec: BenchSpec, comm: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Both ranks on host a, over its loopback."""
     return launch(spec, [Rank(h.ns_a, {"GLOO_SOCKET_IFNAME": "lo"}, h.ns_a)] * 2, layout="single_node",
-                  master_addr="127.0.0.1", comm=comm)
+                  master_addr="127.0.0.1", comm=comm, realtime=True)
 
 
 def cross_node(h: NetnsHosts, spec: BenchSpec, comm: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -149,7 +149,7 @@ def cross_node(h: NetnsHosts, spec: BenchSpec, comm: Mapping[str, str] | None = 
     return launch(spec, [Rank(h.ns_a, {"GLOO_SOCKET_IFNAME": h.dev_a}, h.ns_a),
                          Rank(h.ns_b, {"GLOO_SOCKET_IFNAME": h.dev_b}, h.ns_b)],
                   layout=f"cross_node ({h.shaping.describe() if h.shaping else 'unshaped'})",
-                  master_addr=h.addr_a, comm=comm)
+                  master_addr=h.addr_a, comm=comm, realtime=True)
 
 
 def write_results(out_dir: Path, section: str, doc: Any) -> Path:

@@ -45,6 +45,7 @@ def test_shaped_link_fails_the_cross_node_gate_unshaped_passes() -> None:
     assert _mine() == []  # namespaces, link and rank processes gone
     assert fast["comm_env"]["GLOO_SOCKET_IFNAME"] == h.dev_a and fast["hosts"] == [h.ns_a, h.ns_b]
     assert single["comm_env"]["GLOO_SOCKET_IFNAME"] == "lo"
+    print("priority:", single["priority"])
     ts, tf, tsl = (per_token_times(np.asarray(d["sizes"][0]["times_us"]) / 1e6, k) for d in (single, fast, slow))
     ok = cross_node_verdict(g, tf, ts, confidence=0.95, thresholds=th)
     bad = cross_node_verdict(g, tsl, ts, confidence=0.95, thresholds=th)
