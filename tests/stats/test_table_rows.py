@@ -119,7 +119,7 @@ def test_sequential_acceptance_path_false_pass(th: Thresholds, rho: float) -> No
             out = _decide_min(stats.cluster_proportion_bounds(s, m, c_look), 0.7)
             if out != "inconclusive":
                 break
-        if i < 20:  # the public path decides the same
+        if i < 8:  # the public path decides the same
             it = iter(draws)
             r = sample_until_decided(lambda it=it: make_proportion(*next(it)), gate, thresholds=th, max_draws=6)
             assert r.verdict.outcome == out
