@@ -24,8 +24,27 @@ if TYPE_CHECKING:
     from ..config import Thresholds
     from ..verdict import Verdict
 
-__all__ = ["EngineFloorInputs", "Feasibility", "FloorsConfig", "Hardware", "Workload", "annotate", "check",
+__all__ = ["EngineFloorInputs", "allreduce_from_decisions", "Feasibility", "FloorsConfig", "Hardware", "Workload", "annotate", "check",
            "config_of", "detect", "feasibility", "inputs_for_engine", "metric_floor"]
+
+
+def allreduce_from_decisions(doc: Mapping[str, Any] | None) -> float | None:
+    """Per-call all-reduce latency measured by phase 3 (its ``allreduce_time`` verdicts in a decision
+    record): the smallest observed value over message sizes -- decode all-reduces are small
+    (batch x hidden x 2 bytes). None when phase 3 has not run."""
+    phases = (doc or {}).get("phases", {}) if isinstance(doc, Mapping) else {}
+    vals = [float(v["observed"]) for ph in phases.values() if isinstance(ph, Mapping)
+            for v in ph.get("verdicts", []) or []
+            if isinstance(v, Mapping) and v.get("metric") == "allreduce_time" and isinstance(v.get("observed"), (int, float))
+            and v["observed"] > 0]
+    return min(vals) if vals else None
+
+
+def with_allreduce(fc: FloorsConfig, allreduce_s: float | None) -> FloorsConfig:
+    """``fc`` whose hardware uses a measured all-reduce latency unless [hardware] allreduce_us is set."""
+    if allreduce_s is None or fc.hardware is None or fc.hardware.interconnect_allreduce_s is not None:
+        return fc
+    return dataclasses.replace(fc, hardware=dataclasses.replace(fc.hardware, interconnect_allreduce_s=allreduce_s))
 
 
 def config_of(th: Thresholds) -> FloorsConfig:
@@ -87,9 +106,11 @@ def check(
     models: Callable[[], Any] | None = None,
     probe: bool = True,
     default: str | None = None,
+    allreduce_s: float | None = None,
 ) -> tuple[list[Feasibility], list[str]]:
-    """Feasibility of every gate with a floor: (results, notes about gates that could not be checked)."""
-    fc = config_of(th)
+    """Feasibility of every gate with a floor: (results, notes about gates that could not be checked).
+    ``allreduce_s``: phase 3's measured all-reduce latency (:func:`allreduce_from_decisions`)."""
+    fc = with_allreduce(config_of(th), allreduce_s)
     out: list[Feasibility] = []
     notes: list[str] = []
     cache: dict[str, EngineFloorInputs | str] = {}

@@ -147,6 +147,7 @@ class EngineFloorInputs:
     gpus: int
     draft: ModelSpec | None = None
     num_speculative: int = 0
+    allreduce_s: float | None = None  # per-call all-reduce latency ([hardware] allreduce_us or phase 3)
 
 
 def engine_inputs(
@@ -188,4 +189,4 @@ def engine_inputs(
             draft = fc.model_for("", sc.get("model"))
             if draft is not None and isinstance(dtype, str) and dtype != "auto":
                 draft = replace(draft, dtype=norm_dtype(dtype))
-    return EngineFloorInputs(name, model, hw, gpus, draft, k)
+    return EngineFloorInputs(name, model, hw, gpus, draft, k, hw.interconnect_allreduce_s)

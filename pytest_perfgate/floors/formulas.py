@@ -95,10 +95,11 @@ def decode_step(m: ModelSpec, batch: int, context: int) -> tuple[float, float]:
 
 
 def decode_floor(m: ModelSpec, hw: Hardware, batch: int = 1, context: int = 1, gpus: int | None = None,
-                 draft: ModelSpec | None = None, num_speculative: int = 0) -> Floor:
+                 draft: ModelSpec | None = None, num_speculative: int = 0, allreduce_s: float | None = None) -> Floor:
     """Time per output token >= one decode step's max(FLOPs / peak, bytes / bandwidth). With
     speculation, the best case accepts all ``k`` drafts: one target step plus ``k`` draft steps
-    yield ``k + 1`` tokens."""
+    yield ``k + 1`` tokens. With tensor parallelism over ``gpus`` and a measured all-reduce latency,
+    each target step adds :func:`allreduce_per_token` (communication the roofline cannot hide)."""
     g = gpus or hw.count
     flops, nbytes = decode_step(m, batch, context)
     t_c, t_m = flops / (hw.peak(m.dtype) * g), nbytes / (hw.mem_bandwidth * g)
@@ -111,23 +112,28 @@ def decode_floor(m: ModelSpec, hw: Hardware, batch: int = 1, context: int = 1, g
         t = max(t_c, t_m) / (num_speculative + 1)
         flops, nbytes = (num_speculative + 1) * flops + num_speculative * df, nbytes + num_speculative * db
     spec = f", {num_speculative} speculative tokens all accepted" if draft is not None and num_speculative else ""
+    ar = allreduce_per_token(m, g, allreduce_s)
+    if ar and allreduce_s:
+        t += ar / (num_speculative + 1 if draft is not None and num_speculative else 1)
+        spec += f", + {ar * 1e3:.3g} ms TP all-reduce per step ({2 * m.layers} x {allreduce_s * 1e6:.3g} us)"
     basis = f"decode at batch {batch}, {context:,} tokens of context{spec}, {m.describe()} on {_hw_text(hw, g, m.dtype)}"
     return Floor("tpot", t, "floor", "compute" if t_c >= t_m else "memory", flops, nbytes, basis)
 
 
 def throughput_ceiling(m: ModelSpec, hw: Hardware, batch: int = 1, context: int = 1, gpus: int | None = None,
-                       draft: ModelSpec | None = None, num_speculative: int = 0) -> Floor:
+                       draft: ModelSpec | None = None, num_speculative: int = 0,
+                       allreduce_s: float | None = None) -> Floor:
     """Output tokens/s <= batch / per-token decode floor at that batch."""
-    f = decode_floor(m, hw, batch, context, gpus, draft, num_speculative)
+    f = decode_floor(m, hw, batch, context, gpus, draft, num_speculative, allreduce_s)
     return Floor("output_throughput", batch / f.value, "ceiling", f.bound, f.flops, f.bytes,
                  f.basis.replace("decode at", "throughput at"))
 
 
 def e2e_floor(m: ModelSpec, hw: Hardware, prompt: int, output: int, cached: int = 0, gpus: int | None = None,
-              draft: ModelSpec | None = None, num_speculative: int = 0) -> Floor:
+              draft: ModelSpec | None = None, num_speculative: int = 0, allreduce_s: float | None = None) -> Floor:
     """Prefill floor plus ``output - 1`` decode-step floors (context grows from the prompt)."""
     p = prefill_floor(m, hw, prompt, cached, gpus, draft)
-    d = decode_floor(m, hw, 1, prompt + output // 2, gpus, draft, num_speculative)
+    d = decode_floor(m, hw, 1, prompt + output // 2, gpus, draft, num_speculative, allreduce_s)
     t = p.value + max(output - 1, 0) * d.value
     bound = "compute" if p.value >= max(output - 1, 0) * d.value else "memory"
     return Floor("e2e", t, "floor", bound, p.flops + max(output - 1, 0) * d.flops,
@@ -135,11 +141,11 @@ def e2e_floor(m: ModelSpec, hw: Hardware, prompt: int, output: int, cached: int 
 
 
 # ------------------------------------------------------------------------- tensor parallel
-def allreduce_per_token(m: ModelSpec, tp: int, allreduce_s: float) -> float:
+def allreduce_per_token(m: ModelSpec, tp: int, allreduce_s: float | None) -> float:
     """Tensor-parallel decode adds two all-reduces per layer (after attention and after the MLP)
     per step: ``2 x layers x latency`` (latency measured for the step's message size, e.g. phase 3's
     NCCL timings). Zero without tensor parallelism."""
-    return 0.0 if tp <= 1 else 2.0 * m.layers * allreduce_s
+    return 0.0 if tp <= 1 or not allreduce_s else 2.0 * m.layers * allreduce_s
 
 
 # ---------------------------------------------------------------------- speculative decoding

@@ -59,18 +59,18 @@ def workload_from_run(run: Any) -> Workload | None:
 
 def metric_floor(metric: str, inp: EngineFloorInputs, w: Workload) -> F.Floor | None:
     """The floor (time metrics) or ceiling (rate metrics) of ``metric`` for workload ``w``."""
-    m, hw, g, d, k = inp.model, inp.hardware, inp.gpus, inp.draft, inp.num_speculative
+    m, hw, g, d, k, ar = inp.model, inp.hardware, inp.gpus, inp.draft, inp.num_speculative, inp.allreduce_s
     ctx = w.prompt + w.output // 2
     if metric == "ttft":
         return F.prefill_floor(m, hw, w.prompt, w.cached, g, d)
     if metric in ("tpot", "itl"):
-        return F.decode_floor(m, hw, w.batch, ctx, g, d, k)
+        return F.decode_floor(m, hw, w.batch, ctx, g, d, k, ar)
     if metric == "e2e":
-        return F.e2e_floor(m, hw, w.prompt, w.output, w.cached, g, d, k)
+        return F.e2e_floor(m, hw, w.prompt, w.output, w.cached, g, d, k, ar)
     if metric == "output_throughput":
-        return F.throughput_ceiling(m, hw, w.batch, ctx, g, d, k)
+        return F.throughput_ceiling(m, hw, w.batch, ctx, g, d, k, ar)
     if metric == "decode_rate":
-        f = F.decode_floor(m, hw, w.batch, ctx, g, d, k)
+        f = F.decode_floor(m, hw, w.batch, ctx, g, d, k, ar)
         return F.Floor("decode_rate", 1.0 / f.value, "ceiling", f.bound, f.flops, f.bytes, f.basis)
     return None
 

@@ -138,3 +138,22 @@ def test_moe_counts_active_experts() -> None:
     assert (mixtral.active_matmul_params() + 2 * 32000 * 4096) / 1e9 == pytest.approx(12.9, rel=0.02)  # 12.9B active
     one = F.decode_step(mixtral, 1, 1)[1]
     assert one < F.decode_step(mixtral, 8, 1)[1]  # a bigger batch reaches more experts
+
+
+def test_tp_decode_floor_adds_the_measured_allreduce() -> None:
+    """Phase 3's measured latency (21 us P50 on an H200) costs 2 x 80 x 21 us = 3.4 ms per TP-4 decode
+    step of the 72B model: 40% on top of the 8.4 ms memory floor at 8,000 tokens of context."""
+    from pytest_perfgate.floors import allreduce_from_decisions
+
+    four = H200.with_count(4)
+    doc = {"phases": {"phase3": {"verdicts": [
+        {"gate": "allreduce_p99", "metric": "allreduce_time", "observed": 38e-6},
+        {"gate": "allreduce_p99", "metric": "allreduce_time", "observed": 21e-6},
+        {"gate": "other", "metric": "tpot", "observed": 1e-9}]}}}
+    lat = allreduce_from_decisions(doc)
+    assert lat == 21e-6 and allreduce_from_decisions({"phases": {}}) is None
+    plain = F.decode_floor(QWEN72B, four, 1, 8000)
+    tp = F.decode_floor(QWEN72B, four, 1, 8000, allreduce_s=lat)
+    assert tp.value - plain.value == pytest.approx(2 * 80 * 21e-6) and "TP all-reduce" in tp.basis
+    assert F.decode_floor(QWEN72B, H200, 1, 8000, gpus=1, allreduce_s=lat).value == pytest.approx(
+        F.decode_floor(QWEN72B, H200, 1, 8000, gpus=1).value)  # no TP, no all-reduce
