@@ -819,7 +819,12 @@ def _check_feasibility(config: pytest.Config, th: Any) -> None:
 
     default, aliases = _engine_aliases(config)
     try:
-        results, _notes = check_floors(th, aliases, default=default, models=cached_models(), probe=False)
+        from .floors import allreduce_from_decisions
+
+        st = config.stash.get(STATE, None)
+        ar = allreduce_from_decisions(st.recorded if st is not None else None)  # phase 3's measurement
+        results, _notes = check_floors(th, aliases, default=default, models=cached_models(), probe=False,
+                                       allreduce_s=ar)
     except Exception as e:  # a floor is advice: never break a session over it
         config.stash[FEASIBILITY] = [f"perfgate: floors not checked: {type(e).__name__}: {e}"]
         return
