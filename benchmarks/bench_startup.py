@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/bench_startup.py --variants default,eager --engine speculative
     .venv/bin/python benchmarks/bench_startup.py --main-job           # also time `pytest -m phase1 perf_tests`
 
-Each variant starts in a fresh process (so nothing is shared in memory; on-disk caches are, as in
+The embedded engine's own start options (``vllm_inproc.embedded_start``) apply underneath; a
+variant's keys override them. Each variant starts in a fresh process (so nothing is shared in memory; on-disk caches are, as in
 CI): the script prints the seconds to start the engine, the first request (8,000-token prompt, 8
 output tokens: any lazy compilation lands here) and a second one (steady state), and stops it.
 With ``--main-job`` it also runs the phase-1 suite and prints its phases from the engine manager's
@@ -25,9 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 VARIANTS: dict[str, dict[str, object]] = {
-    "default": {},  # vLLM's CPU default: dynamo trace once + inductor
-    "eager": {"enforce_eager": True},  # no torch.compile at all
-    "dynamo-eager": {"compilation_config": {"backend": "eager"}},  # dynamo trace, no inductor codegen
+    "compiled": {"enforce_eager": False},  # vLLM's CPU default: dynamo trace once + inductor
+    "eager": {"enforce_eager": True},  # no torch.compile at all (perfgate's embedded default since #16)
+    # dynamo trace, no inductor codegen
+    "dynamo-eager": {"enforce_eager": False, "compilation_config": {"backend": "eager"}},
 }
 
 CHILD = r"""
