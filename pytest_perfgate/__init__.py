@@ -29,12 +29,14 @@ _LAZY = {
     "make_proportion": ("samples", "make_proportion"),
     "SampleError": ("samples", "SampleError"),
     "sample_until_decided": ("sequential", "sample_until_decided"),
+    "decision": ("decisions", "decision"),
 }
 
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
+    from .decisions import decision
     from .failures import GateFailure
     from .samples import Proportion, SampleError, Samples, make_proportion, make_samples
     from .sequential import sample_until_decided

@@ -59,6 +59,22 @@ def read_decisions(out_dir: Path) -> dict[str, Any]:
     return doc
 
 
+def decision(phase: str, out_dir: str | Path = "perfgate-results") -> dict[str, Any] | None:
+    """The recorded entry of ``phase`` in ``out_dir/decisions.json`` (None if not recorded), for code
+    outside pytest; inside a test use the fixture's ``perfgate.decision(phase)``."""
+    entry = read_decisions(Path(out_dir)).get("phases", {}).get(phase)
+    return dict(entry) if isinstance(entry, dict) else None
+
+
+def gate_value(entry: Mapping[str, Any] | None, gate: str) -> float | None:
+    """The observed value of ``gate`` in a phase entry (e.g. ``vision_kv_tokens_freed`` of phase 2)."""
+    for v in (entry or {}).get("verdicts", []):
+        if v.get("gate") == gate:
+            obs = v.get("observed")
+            return float(obs) if obs is not None else None
+    return None
+
+
 def required_gates(th: Thresholds, phase: str) -> list[str]:
     """The threshold gates a phase needs evaluated to pass: every gate with a min or max, except the
     gates that validate a fallback plan (a gate whose ``runs`` names a plan: it is evaluated only

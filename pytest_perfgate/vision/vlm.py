@@ -96,8 +96,10 @@ def _build(d: Path, tower: Path, lm_dir: Path) -> None:
     src_tower: Any = CLIPVisionModelWithProjection.from_pretrained(tower)
     lm: Any = LlamaForCausalLM.from_pretrained(lm_dir)
     with torch.no_grad():
-        model.model.vision_tower.vision_model.load_state_dict(src_tower.vision_model.state_dict())
-        model.model.language_model.load_state_dict(lm.model.state_dict(), strict=False)
+        model.model.vision_tower.load_state_dict(src_tower.vision_model.state_dict())
+        layers = {k: v for k, v in lm.model.state_dict().items() if not k.startswith("embed_tokens")}
+        missing = model.model.language_model.load_state_dict(layers, strict=False).missing_keys
+        assert missing == ["embed_tokens.weight"], missing
         emb = model.model.language_model.embed_tokens.weight
         emb[:vocab].copy_(lm.model.embed_tokens.weight)
         head = model.lm_head.weight
