@@ -9,14 +9,16 @@ for a gate checked a second time) carrying its numbers as ``<properties>``:
 - ``recorded`` / ``pass`` -> a passing test case;
 - gates of the phase never checked in the run -> ``<skipped message="not evaluated in this run">``.
 
-Built with :mod:`xml.etree.ElementTree` (escaping is automatic); characters XML 1.0 forbids are
-made visible by :func:`~pytest_perfgate.writers.clean_text`. The output validates against the
+Built with junitparser (escaping is automatic); characters XML 1.0 forbids are made visible by
+:func:`~pytest_perfgate.writers.clean_text`. Numbers are properties of their own, as numbers in the
+gate's display unit (``observed``, ``lower``, ``upper``, ``threshold``, ``baseline``, ``n``,
+``confidence``) with a ``unit`` property; ``observed_text``/``ci``/``threshold_text`` keep the
+formatted text. A test case's ``time`` is the duration of the test that measured it. The output validates against the
 bundled ``junit-10.xsd`` (:data:`SCHEMA_PATH`).
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,11 +44,8 @@ SCHEMA_PATH = Path(__file__).with_name("junit-10.xsd")
 NOT_EVALUATED = "not evaluated in this run"
 
 
-def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) -> ET.Element:
-    el = ET.SubElement(parent, tag, {k: clean_text(v) for k, v in attrs.items()})
-    if text is not None:
-        el.text = clean_text(text)
-    return el
+def _t(value: object) -> str:
+    return clean_text(value)
 
 
 def _plans(doc: Mapping[str, Any], names: list[str], heading: str) -> str:
@@ -66,17 +65,51 @@ def _plans(doc: Mapping[str, Any], names: list[str], heading: str) -> str:
     return f"{heading}\n" + "\n".join(lines) if lines else ""
 
 
+def _in_unit(v: Mapping[str, Any], key: str) -> float | None:
+    """A verdict number in its display unit (``%`` for fractions), or None."""
+    from ..units import UnitError, unit
+
+    x = number(v.get(key))
+    if x is None:
+        return None
+    try:
+        return x / unit(clean_text(v.get("unit"))).factor
+    except UnitError:
+        return x
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
 def _properties(v: Mapping[str, Any]) -> list[tuple[str, str]]:
-    props = [
-        ("outcome", clean_text(v.get("outcome"))),
-        ("metric", metric_text(v)),
-        ("observed", shown(v, "observed")),
-        ("ci", clean_text(v.get("ci"))),
-        ("n", clean_text(v.get("n"))),
-        ("threshold", threshold_text(v)),
-    ]
-    if v.get("baseline") is not None:
-        props.append(("baseline", baseline_text(v)))
+    props = [("outcome", clean_text(v.get("outcome"))), ("metric", metric_text(v))]
+    for key in ("observed", "lower", "upper"):
+        x = _in_unit(v, key)
+        if x is not None:
+            props.append((key, _num(x)))
+    props.append(("unit", clean_text(v.get("unit"))))
+    props.append(("observed_text", shown(v, "observed")))
+    props.append(("ci", clean_text(v.get("ci"))))
+    n = number(v.get("n"))
+    if n is not None:
+        props.append(("n", str(int(n))))
+    thr = _in_unit(v, "threshold")
+    if thr is not None and v.get("direction"):
+        props.append(("threshold", _num(thr)))
+        props.append(("direction", clean_text(v.get("direction"))))
+    props.append(("threshold_text", threshold_text(v)))
+    base = _in_unit(v, "baseline")
+    if base is not None:
+        props.append(("baseline", _num(base)))
+        props.append(("baseline_text", baseline_text(v)))
+    vb = v.get("vs_baseline")
+    if isinstance(vb, Mapping):
+        ch = number(vb.get("change"))
+        if ch is not None:
+            props.append(("baseline_run", clean_text(vb.get("baseline_run"))))
+            props.append(("baseline_run_change", _num(ch)))
+            props.append(("baseline_run_regressed", "true" if vb.get("regressed") else "false"))
     if v.get("band"):
         props.append(("band", clean_text(v.get("band"))))
     if v.get("needed"):
@@ -94,99 +127,118 @@ def _properties(v: Mapping[str, Any]) -> list[tuple[str, str]]:
         props.append(("note", clean_text(v.get("note"))))
     if v.get("test"):
         props.append(("test", clean_text(v.get("test"))))
+    if v.get("samples"):
+        props.append(("samples", clean_text(v.get("samples"))))
     return props
 
 
-def _testcase(
-    suite: ET.Element, doc: Mapping[str, Any], phase: str, name: str, v: Mapping[str, Any], inconclusive: str
-) -> str:
-    """Append the test case of verdict ``v``; return ``"failure"``, ``"skipped"`` or ``"passed"``."""
-    case = _sub(suite, "testcase", classname=f"perfgate.{phase}", name=name, time="0")
-    props = _sub(case, "properties")
+def _result(kind: type[Any], message: str, type_: str, text: str | None = None) -> Any:
+    r = kind(message=_t(message), type_=type_)
+    if text is not None:
+        r.text = _t(text)
+    return r
+
+
+def _testcase(doc: Mapping[str, Any], phase: str, name: str, v: Mapping[str, Any], inconclusive: str) -> tuple[Any, str]:
+    """The test case of verdict ``v`` and ``"failure"``, ``"skipped"``, ``"error"`` or ``"passed"``."""
+    from junitparser import Error, Failure, Properties, Property, Skipped, TestCase
+
+    dur = number(v.get("duration"))
+    case = TestCase(_t(name), f"perfgate.{_t(phase)}", max(0.0, dur) if dur is not None else 0.0)
+    props = Properties()  # type: ignore[no-untyped-call]
     for key, value in _properties(v):
-        _sub(props, "property", name=key, value=value)
+        props.add_property(Property(_t(key), _t(value)))
+    case.append(props)  # type: ignore[no-untyped-call]
     outcome = clean_text(v.get("outcome"))
     summary = clean_text(v.get("summary")) or f"gate {name}: {outcome}"
     fallbacks = strings(v.get("fallbacks"))
+    status = "passed"
     if outcome == "fail":
         text = "\n\n".join(x for x in (summary, _plans(doc, fallbacks, "Fallback plans triggered:")) if x)
-        _sub(case, "failure", text, message=summary, type="perfgate.gate")
-        return "failure"
-    if outcome == "inconclusive":
+        case.result = [_result(Failure, summary, "perfgate.gate", text)]
+        status = "failure"
+    elif outcome == "inconclusive":
         if inconclusive == "fail":
             text = "\n\n".join(x for x in (summary, _plans(doc, fallbacks, "Fallback plans if the gate fails:")) if x)
-            _sub(case, "failure", text, message=summary, type="perfgate.inconclusive")
-            return "failure"
-        _sub(case, "skipped", summary, message=summary, type="perfgate.inconclusive")
-        return "skipped"
-    if outcome in ("pass", "recorded"):
-        return "passed"
-    if outcome == "error":
-        _sub(case, "error", summary, message=summary, type="perfgate.requests_failed")
-        return "error"
-    _sub(case, "failure", summary, message=f"unknown verdict outcome {outcome!r}", type="perfgate.unknown")
-    return "failure"
+            case.result = [_result(Failure, summary, "perfgate.inconclusive", text)]
+            status = "failure"
+        else:
+            case.result = [_result(Skipped, summary, "perfgate.inconclusive", summary)]
+            status = "skipped"
+    elif outcome == "error":
+        case.result = [_result(Error, summary, "perfgate.requests_failed", summary)]
+        status = "error"
+    elif outcome not in ("pass", "recorded"):
+        case.result = [_result(Failure, f"unknown verdict outcome {outcome!r}", "perfgate.unknown", summary)]
+        status = "failure"
+    return case, status
 
 
-def build(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> ET.Element:
-    """The ``<testsuites>`` element for the selected phases."""
-    root = ET.Element("testsuites", {"name": "perfgate"})
-    totals = {"tests": 0, "failures": 0, "errors": 0}
+def build(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> Any:
+    """The junitparser ``JUnitXml`` (``<testsuites>``) of the selected phases."""
+    from junitparser import JUnitXml, Skipped, TestCase, TestSuite
+
+    xml = JUnitXml("perfgate")
     for phase, entry in select_phases(doc, phases):
-        suite = _sub(root, "testsuite", name=phase)
-        counts = {"failure": 0, "skipped": 0, "passed": 0, "error": 0}
-        props = _sub(suite, "properties")
+        suite = TestSuite(_t(phase))
         meta: list[tuple[str, object]] = [
             ("title", entry.get("title")),
             ("outcome", entry.get("outcome")),
             ("depends_on", ",".join(strings(entry.get("depends_on")))),
             ("run_id", entry.get("run_id")),
             ("git_commit", entry.get("git_commit")),
-            ("thresholds_file", entry.get("thresholds_file")),
+            ("thresholds_file", Path(clean_text(entry.get("thresholds_file"))).name if entry.get("thresholds_file") else None),
             ("thresholds_sha256", entry.get("thresholds_sha256")),
             ("confidence", entry.get("confidence")),
             ("triggered_fallbacks", ",".join(strings(entry.get("triggered_fallbacks")))),
         ]
         for key, value in meta:
             if value not in (None, ""):
-                _sub(props, "property", name=key, value=value)
+                suite.add_property(key, _t(value))
         fts = entry.get("fallback_tests")
         for ft in fts if isinstance(fts, list) else []:
             if isinstance(ft, Mapping):
                 value = f"{clean_text(ft.get('fallback'))}: {clean_text(ft.get('outcome'))}"
                 if ft.get("reason"):
                     value += f" ({clean_text(ft.get('reason'))})"
-                _sub(props, "property", name=f"fallback_test:{clean_text(ft.get('test'))}", value=value)
+                suite.add_property(f"fallback_test:{clean_text(ft.get('test'))}", _t(value))
         vs = verdicts_of(entry)
         for name, v in zip(case_names(vs), vs, strict=True):
-            counts[_testcase(suite, doc, phase, name, v, inconclusive)] += 1
+            case, _status = _testcase(doc, phase, name, v, inconclusive)
+            suite.add_testcase(case)
         for gate in strings(entry.get("not_evaluated")):
-            case = _sub(suite, "testcase", classname=f"perfgate.{phase}", name=gate, time="0")
-            _sub(case, "skipped", message=NOT_EVALUATED, type="perfgate.not_evaluated")
-            counts["skipped"] += 1
-        if not len(props):
-            suite.remove(props)
-        tests = sum(counts.values())
-        suite.set("tests", str(tests))
-        suite.set("failures", str(counts["failure"]))
-        suite.set("errors", str(counts["error"]))
-        suite.set("skipped", str(counts["skipped"]))
-        suite.set("time", "0")
+            case = TestCase(_t(gate), f"perfgate.{_t(phase)}", 0.0)
+            case.result = [Skipped(message=NOT_EVALUATED, type_="perfgate.not_evaluated")]
+            suite.add_testcase(case)
         if entry.get("timestamp"):
-            suite.set("timestamp", clean_text(entry.get("timestamp")))
-        totals["tests"] += tests
-        totals["failures"] += counts["failure"]
-        totals["errors"] += counts["error"]
-    root.set("tests", str(totals["tests"]))
-    root.set("failures", str(totals["failures"]))
-    root.set("errors", str(totals["errors"]))
-    root.set("time", "0")
-    return root
+            suite.timestamp = _t(entry.get("timestamp"))
+        suite.update_statistics()  # type: ignore[no-untyped-call]
+        xml.add_testsuite(suite)
+    xml.update_statistics()  # type: ignore[no-untyped-call]
+    return xml
 
 
 def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> str:
     """``gates.xml`` as text (UTF-8 declaration, indented)."""
-    root = build(doc, phases=phases, inconclusive=inconclusive)
+    import xml.etree.ElementTree as ET
+
+    root = build(doc, phases=phases, inconclusive=inconclusive)._elem
+    for suite in root.iter("testsuite"):  # the bundled XSD wants properties first in a suite
+        props = suite.find("properties")
+        if props is not None:
+            suite.remove(props)
+            suite.insert(0, props)
+        for key in ("tests", "failures", "errors", "skipped", "time"):
+            suite.set(key, suite.get(key, "0"))
+    for case in root.iter("testcase"):
+        props = case.find("properties")
+        if props is not None:
+            case.remove(props)
+            case.insert(0, props)
+        t = case.get("time")
+        case.set("time", f"{float(t):.6f}" if t else "0")
+    root.set("errors", root.get("errors", "0"))
+    root.attrib.pop("skipped", None)  # not in the bundled XSD's <testsuites>
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -66,9 +66,10 @@ def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconcl
         meta.append(f"commit {md(str(entry.get('git_commit'))[:12])}")
     if entry.get("timestamp"):
         meta.append(md(entry.get("timestamp")))
-    if entry.get("thresholds_file"):
+    if entry.get("thresholds_file"):  # by name: no absolute paths in the summary
         sha = clean_text(entry.get("thresholds_sha256"))[:12]
-        meta.append(f"thresholds {md(entry.get('thresholds_file'))}" + (f" (sha256 {md(sha)})" if sha else ""))
+        name = clean_text(entry.get("thresholds_file")).replace("\\", "/").rsplit("/", 1)[-1]
+        meta.append(f"thresholds {md(name)}" + (f" (sha256 {md(sha)})" if sha else ""))
     conf = number(entry.get("confidence"))
     if conf is not None:
         meta.append(f"confidence {conf * 100:g}%")
@@ -81,7 +82,9 @@ def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconcl
     vs = verdicts_of(entry)
     if vs:
         rows = []
-        for name, v in zip(case_names(vs), vs, strict=True):
+        order = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "recorded": 4}
+        named = sorted(zip(case_names(vs), vs, strict=True), key=lambda nv: order.get(clean_text(nv[1].get("outcome")), 1))
+        for name, v in named:  # failing gates first
             fbs = strings(v.get("fallbacks"))
             failed = v.get("outcome") == "fail"
             fb = ", ".join(md(f) + (" (triggered)" if failed else "") for f in fbs)
@@ -97,7 +100,7 @@ def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconcl
             ])
         out += _table(["gate", "metric", "observed", "CI", "threshold", "baseline", "outcome", "fallback"], rows)
         out.append("")
-        notes = [(name, v) for name, v in zip(case_names(vs), vs, strict=True) if v.get("outcome") not in ("pass", "recorded")]
+        notes = [(name, v) for name, v in named if v.get("outcome") not in ("pass", "recorded")]
         if notes:
             out += [f"- {md(v.get('summary') or name)}" for name, v in notes]
             out.append("")

@@ -63,11 +63,14 @@ def test_gates_xml_validates_and_reads_back(tmp_path: Path) -> None:
         assert needle in text
     props = props_of(failed)
     assert props["outcome"] == "fail"
-    assert props["observed"] == "212 ms"
+    # numbers as numbers in the gate's unit, with a unit property; the formatted text beside them
+    assert (props["observed"], props["lower"], props["upper"], props["unit"]) == ("212", "200", "230", "ms")
+    assert props["observed_text"] == "212 ms"
     assert props["ci"] == "95% CI 200 ms - 230 ms, n=500"
     assert props["n"] == "500"
-    assert props["threshold"] == "max 150 ms"
-    assert props["baseline"].startswith("320 ms")
+    assert (props["threshold"], props["direction"], props["threshold_text"]) == ("150", "max", "max 150 ms")
+    assert props["baseline"] == "320" and props["baseline_text"].startswith("320 ms")
+    assert float(failed.time) == 0.0  # no test duration in this hand-built document
     assert props["fallbacks"] == "tiered_kv_cache,sequence_parallel"
     assert props["triggered"] == "tiered_kv_cache,sequence_parallel"
     assert props["test"] == "perf_tests/test_phase1.py::test_ttft"
@@ -76,7 +79,7 @@ def test_gates_xml_validates_and_reads_back(tmp_path: Path) -> None:
     assert passed.is_passed
     props = props_of(passed)
     assert props["band"] == "large gain"
-    assert props["threshold"] == "min 70.0%"
+    assert props["threshold_text"] == "min 70.0%" and props["unit"] == "%"
     assert "triggered" not in props  # only a failing gate triggers its fallbacks
 
     inc = cases["spec_throughput"]
@@ -85,7 +88,7 @@ def test_gates_xml_validates_and_reads_back(tmp_path: Path) -> None:
     assert props_of(inc)["needed"] == "1200"
 
     assert cases["ttft_p50"].is_passed
-    assert props_of(cases["ttft_p50"])["threshold"] == "recorded"
+    assert props_of(cases["ttft_p50"])["threshold_text"] == "recorded"
     assert cases["long_context_ttft[2]"].is_passed
 
     (skip,) = cases["tpot_p99"].result
@@ -159,7 +162,7 @@ def test_hostile_strings_survive_escaping(tmp_path: Path) -> None:
     assert isinstance(res, Failure)
     assert res.message == cleaned + "\nsecond line"  # newline in an attribute survives (&#10;)
     assert cleaned in (res.text or "")
-    assert props_of(case)["observed"] == cleaned
+    assert props_of(case)["observed_text"] == cleaned
 
 
 def test_real_verdict_to_dict_is_accepted(tmp_path: Path) -> None:
@@ -169,13 +172,16 @@ def test_real_verdict_to_dict_is_accepted(tmp_path: Path) -> None:
     v = Verdict(gate="g", phase="p", outcome="inconclusive", metric="ttft", statistic="p99", observed=0.2,
                 lower=0.1, upper=math.inf, n=3, confidence=0.95, method="order-statistic", unit="ms",
                 direction="max", threshold=0.15, fallbacks=("a",))
-    d = v.to_dict() | {"test": "t.py::t"}
+    d = v.to_dict() | {"test": "t.py::t", "duration": 1.25}
     doc = {"schema": "pytest-perfgate/decisions/1", "fallbacks": {"a": {"title": "A", "cost": "", "doc": ""}},
            "phases": {"p": phase_entry("p", [d], outcome="inconclusive")}}
     path = junit.JUnitWriter().write(doc, tmp_path)
     validate(path)
     case = next(iter(suites(path)["p"]))
-    assert props_of(case)["observed"] == "200 ms"
+    props = props_of(case)
+    assert props["observed"] == "200" and props["lower"] == "100" and "upper" not in props  # +inf: no number
+    assert props["unit"] == "ms" and props["observed_text"] == "200 ms"
+    assert float(case.time) == 1.25  # the measuring test's duration
     assert "Fallback plans if the gate fails" in (case.result[0].text or "")
 
 

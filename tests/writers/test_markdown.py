@@ -40,10 +40,12 @@ def test_summary_md_layout(tmp_path: Path) -> None:
     assert fail[5] == "320 ms (34% lower)"
     assert fail[6] == "fail"
     assert r"tiered\_kv\_cache (triggered)" in fail[7]
-    assert rows[1][6] == "pass (band: large gain)"
-    assert rows[2][6] == r"inconclusive (need \>= 1200 samples, 1100 more)"
-    assert rows[3][4] == "recorded"
-    assert rows[4][0] == r"long\_context\_ttft\[2\]"
+    # failing gates first: fail, inconclusive, then passes and recorded values
+    assert rows[1][6] == r"inconclusive (need \>= 1200 samples, 1100 more)"
+    assert rows[2][6] == "pass (band: large gain)"
+    assert rows[3][0] == r"long\_context\_ttft\[2\]"
+    assert rows[4][4] == "recorded"
+    assert "/repo/" not in text  # no absolute paths
     assert r"Not evaluated in this run: tpot\_p99" in text
     assert r"Not evaluated in this run: cross\_node\_p99" in text
 
