@@ -1,20 +1,9 @@
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from project import make, run_pytest
-
-
-@dataclass(frozen=True)
-class StoredRuns:
-    root: Path
-    results: Path
-    baseline: subprocess.CompletedProcess[str]  # scripted TTFT 5 ms: every gate passes
-    regressed: subprocess.CompletedProcess[str]  # TTFT 150 ms, compared with the baseline run
+from perfgate_project import StoredRuns, make, run_pytest
 
 
 @pytest.fixture(scope="session")

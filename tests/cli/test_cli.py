@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StoredRuns
+from perfgate_project import StoredRuns
 
 from pytest_perfgate.cli import main
 

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import StoredRuns
+from perfgate_project import StoredRuns
 
 from pytest_perfgate.cli import main
 

@@ -7,7 +7,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StoredRuns:
+    root: Path
+    results: Path
+    baseline: subprocess.CompletedProcess[str]  # scripted TTFT 5 ms: every gate passes
+    regressed: subprocess.CompletedProcess[str]  # TTFT 150 ms, compared with the baseline run
 
 THRESHOLDS = """
 [phases.phase1]
