@@ -114,16 +114,22 @@ def _torchao_config(path: str) -> Any:
     return Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
 
 
+#: The outlier channel of the damaged path: its max |w| is this multiple of the tensor's own max.
+OUTLIER = 2.0
+
+
 def damage_2bit(model: Any) -> None:
-    """Round every Linear weight to 2-bit signed levels {-2,-1,0,1} x one per-tensor scale (max|w|/2):
-    the outlier-dominated per-tensor scale zeroes most weights. A deliberately broken quantization."""
+    """Round every Linear weight to 2-bit signed levels {-2,-1,0,1} x one per-tensor scale set by an
+    outlier channel (``OUTLIER`` x the largest weight, as one outlier channel does to a per-tensor
+    scale): weights under half a step (|w| < OUTLIER x max|w| / 4) become 0. A deliberately broken
+    quantization; the quality gates must fail it."""
     import torch
 
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.Linear):
                 w = m.weight
-                scale = w.abs().max() / 2
+                scale = OUTLIER * w.abs().max() / 2
                 m.weight.copy_((w / scale).round().clamp(-2, 1) * scale)
 
 
