@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-MAX_LOAD_FACTOR = 4.0
+MAX_LOAD_FACTOR = 8.0
 
 
 def load_factor() -> float:
