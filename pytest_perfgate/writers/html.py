@@ -266,14 +266,15 @@ def _distribution(v: Mapping[str, Any], store: _Store) -> tuple[str, str]:
     caption = ""
     if compare and len(parts) == 2:
         # the statistic is a ratio/difference of the two runs: draw both runs on the metric's own axis
-        runs = strings(v.get("runs")) or ["treatment", "reference"]
+        runs = strings(v.get("runs")) or ["", ""]
         unit_name, factor = _metric_unit(metric)
         thr = lo = hi = obs = None
         for i, (part, color) in enumerate(zip(parts, (plots.BLUE, plots.GREY), strict=True)):
             vals = _values(part, metric)
             if vals is not None:
                 series.append(plots.Series(vals / factor, "treatment" if i == 0 else "reference", color))
-        caption = (f"treatment <code>{_e(runs[0])}</code> (blue) vs reference <code>{_e(runs[-1])}</code> (grey); "
+        names = (f" (<code>{_e(runs[0])}</code>)", f" (<code>{_e(runs[-1])}</code>)") if v.get("runs") else ("", "")
+        caption = (f"treatment{names[0]} in blue vs reference{names[1]} in grey; "
                    f"the gate's statistic is their {_e(v.get('compare'))}, shown in the table")
     else:
         vals = _values(stored.data, metric)
