@@ -697,6 +697,9 @@ class _Recorder:
         if not (report.when == "call" or (report.when == "setup" and not report.passed)):
             return
         st.add_properties(report.nodeid, props)
+        if report.when == "call":  # JUnit test cases carry the measuring test's duration
+            for v in st.verdicts.get(report.nodeid, []):
+                v.setdefault("duration", round(float(report.duration), 6))
         if isinstance(fallback, str):
             reason = ""
             if report.skipped and isinstance(report.longrepr, tuple):

@@ -151,8 +151,10 @@ class Perfgate:
         record: Callable[[Verdict, list[Mapping[str, Any]]], None],
         confidence: float | None = None,
         say: Callable[[str], None] | None = None,
+        store: Callable[[Verdict, Any, float, Sequence[Any]], Verdict] | None = None,
     ) -> None:
         self._say = say
+        self._store = store  # keeps the evaluated data (and may compare with a baseline)
         self._state = state
         self._bound = tuple(bound_gates)
         self._record = record
@@ -191,10 +193,19 @@ class Perfgate:
 
     def evaluate(self, data: Any, gate: str | None = None) -> Verdict:
         """Evaluate and record without raising (for reporting several gates before asserting)."""
+        from .bench import annotate, is_benchmark, samples_of
         from .verdict import evaluate
 
-        v = evaluate(self.gate(gate), data, confidence=self._confidence, thresholds=self.thresholds)
+        g = self.gate(gate)
+        bench = data if is_benchmark(data) else None
+        if bench is not None:  # pytest-benchmark's fixture: its raw per-round timings
+            data = samples_of(bench, g.name)
+        v = evaluate(g, data, confidence=self._confidence, thresholds=self.thresholds)
+        if self._store is not None:
+            v = self._store(v, data, self._confidence or g.confidence or self.thresholds.settings.confidence, ())
         v = self._floor(v, data)
+        if bench is not None:
+            annotate(bench, v)
         self._add(v, _engine_infos(data))
         return v
 
@@ -232,14 +243,23 @@ class Perfgate:
             progress = progress_printer(self._say, f"gate {g.name}", unit="samples (stops when decided)")
         last: list[Any] = []  # the latest draw: its engine and request shape give the verdict's floor
         draw = _remembering(draw, last)
+        drawn: list[Any] = []
+
+        def keep() -> Any:
+            got = draw()
+            drawn.append(got)
+            return got
+
         res = sample_until_decided(
-            draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
+            keep if self._store is not None else draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
             thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
         )
         c = self._confidence or g.confidence or self.thresholds.settings.confidence
         from dataclasses import replace
 
         v = replace(res.verdict, note=(res.verdict.note + "; " if res.verdict.note else "") + confidence_note(res, c))
+        if self._store is not None:
+            v = self._store(v, res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
         self._add(v)
         if check:

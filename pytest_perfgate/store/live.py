@@ -27,7 +27,7 @@ class LiveStore:
         self.run_id = run_id
         self.baseline = baseline
         self._seq = itertools.count()
-        self._extras: dict[int, dict[str, Any]] = {}
+        self._extras: dict[str, dict[str, Any]] = {}  # gate -> extras of its latest stored verdict
         self._stored: set[str] = set()
         self._hist_seq = itertools.count()
 
@@ -64,12 +64,13 @@ class LiveStore:
             if cmp is not None:
                 v = apply(v, cmp, gate)
                 extra["vs_baseline"] = cmp.to_dict()
-        self._extras[id(v)] = extra
+        self._extras[v.gate] = extra
         return v
 
     def extras(self, v: Verdict) -> dict[str, Any]:
-        """Keys to add to the verdict's dict: ``samples`` (data file) and ``vs_baseline``."""
-        return self._extras.pop(id(v), {})
+        """Keys to add to the verdict's dict: ``samples`` (data file) and ``vs_baseline``. By gate: the
+        verdict object may be replaced after the store (physical floors) before it is recorded."""
+        return self._extras.pop(v.gate, {})
 
     def record_history(self, all_verdicts: Iterable[Mapping[str, Any]], *, started: str, commit: str | None,
                        engines: Iterable[Mapping[str, Any]]) -> int:
