@@ -50,8 +50,8 @@ MATRIX = {
 
 @pytest.mark.parametrize("flags", MATRIX.values(), ids=MATRIX.keys())
 def test_strict_markers_warnings_as_errors_with_and_without_xdist(quiet: pytest.Pytester, flags: list[str]) -> None:
-    run = quiet.runpytest_subprocess if "-n" in flags else quiet.runpytest
-    r = run("-m", "phase1", "--strict-markers", "-W", "error", "-p", "no:cacheprovider", *flags)
+    # a subprocess: in-process runs re-import modules (numpy warns about it, an error under -W error)
+    r = quiet.runpytest_subprocess("-m", "phase1", "--strict-markers", "-W", "error", "-p", "no:cacheprovider", *flags)
     out = r.stdout.str() + r.stderr.str()
     assert r.ret == pytest.ExitCode.TESTS_FAILED, out
     assert (r.parseoutcomes()["passed"], r.parseoutcomes()["failed"]) == (2, 1)  # gate fails; its fallback test runs

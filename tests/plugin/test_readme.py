@@ -16,9 +16,26 @@ pytest_plugins = ["pytester"]
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def blocks(lang: str) -> list[str]:
-    """The README's fenced code blocks of ``lang`` ("" for bare fences), in order."""
-    return re.findall(rf"(?ms)^```{lang}\n(.*?)^```$", README.read_text())
+def blocks(lang: str, section: str | None = None) -> list[str]:
+    """The README's fenced code blocks of ``lang`` ("" for bare fences), in order; only those of
+    the ``## section`` when given."""
+    text = README.read_text()
+    if section is not None:
+        text = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    out: list[str] = []
+    current: list[str] | None = None
+    kind = ""
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current, kind = [], line[3:].strip()
+            else:
+                if kind == lang:
+                    out.append("\n".join(current) + "\n")
+                current = None
+        elif current is not None:
+            current.append(line)
+    return out
 
 
 @pytest.fixture
@@ -36,8 +53,8 @@ def pattern(line: str) -> str:
 def test_readme_example_runs_and_fails_as_shown(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     from pytest_perfgate.models.make import make_models
 
-    (toml,) = blocks("toml")
-    py = blocks("python")[0]  # the "Ten lines" example
+    (toml,) = blocks("toml", "Ten lines")
+    (py,) = blocks("python", "Ten lines")
     tokenizer = make_models().tokenizer
     pytester.makefile(".toml", thresholds=toml + f"""
 [engines.scripted]
@@ -49,8 +66,8 @@ tokenizer = "{tokenizer}"
     pytester.makepyfile(test_readme=py)
     r = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--perfgate-engine", "scripted")
     r.assert_outcomes(failed=1)
-    shown = [ln for b in blocks("") for ln in b.splitlines() if ln.startswith(("gate ", "-> fallback"))]
-    assert len(shown) == 2
+    shown = blocks("", "Ten lines")[0].splitlines()  # "A failing gate fails its test with ..."
+    assert len(shown) == 2 and shown[0].startswith("gate long_context_ttft: ")
     r.stdout.fnmatch_lines([pattern(ln) for ln in shown])
 
 
