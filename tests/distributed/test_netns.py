@@ -28,7 +28,18 @@ def _mine() -> list[str]:
     return [n for n in netns.list_namespaces() if n.startswith(f"{netns.PREFIX}-{os.getpid()}-")]
 
 
+#: above this 1-minute load average per CPU the machine's scheduler, not the link, sets every P99:
+#: measured here, single-node per-token P99 upper bounds reached 80-185 ms at load averages 15-22 on
+#: 2 cores, so neither outcome would say anything about the link
+MAX_LOAD_PER_CPU = 3.0
+
+
 def test_shaped_link_fails_the_cross_node_gate_unshaped_passes() -> None:
+    load = os.getloadavg()[0]
+    cpus = os.cpu_count() or 1
+    if load > MAX_LOAD_PER_CPU * cpus:
+        pytest.skip(f"machine saturated by other jobs (load average {load:.1f} on {cpus} CPUs > "
+                    f"{MAX_LOAD_PER_CPU:g} per CPU): P99 gates would measure the neighbours, not the link")
     th = load_thresholds(ROOT / "thresholds.toml")
     p = Phase3Params.parse(th.params["phase3"])
     # the embedded model's message (hidden 256, fp32) with one layer (2 all-reduces per token), so that
