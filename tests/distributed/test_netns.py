@@ -30,8 +30,8 @@ def _mine() -> list[str]:
 
 #: above this 1-minute load average per CPU the machine's scheduler, not the link, sets every P99:
 #: measured here, single-node per-token P99 upper bounds reached 80-185 ms at load averages 15-22 on
-#: 2 cores, so neither outcome would say anything about the link
-MAX_LOAD_PER_CPU = 3.0
+#: 2 cores (it passed at 11-12, was inconclusive at 10 once), so neither outcome says anything about the link
+MAX_LOAD_PER_CPU = 4.0
 
 
 def test_shaped_link_fails_the_cross_node_gate_unshaped_passes() -> None:
