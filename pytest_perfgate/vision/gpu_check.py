@@ -41,8 +41,9 @@ def peak_bytes(model: Any, x: Any) -> int:
 
 
 def pipeline_peak_bytes(vision: Any, path: str) -> dict[str, int]:
-    """torch.cuda peak memory of the reference and the ``path`` pipeline (encoder forward of 32
-    images plus one generated request of the embedded tiny LLaVA when the encoder is the embedded one)."""
+    """torch.cuda peak memory of the encoder stage of both pipelines: the reference tower and the
+    ``path`` tower, each encoding 32 images (the language model is the same in both pipelines; its
+    share is what the freed bytes buy, ``vision_kv_tokens_freed``)."""
     from .quant import quantize
 
     x = vision.pixels[:32]
