@@ -177,6 +177,8 @@ def test_multimodal_throughput(perfgate: Any, perfgate_engines: Any, vision: Any
         calls = q.counters_after["perfgate:vision_encoder_calls"] - q.counters_before["perfgate:vision_encoder_calls"]
         secs = q.counters_after[key] - q.counters_before[key]
         print(f"vision encoder (engine-reported): {secs * 1000 / max(calls, 1):.1f} ms per image over {calls:.0f} images")
+    per_request = [r.output_tokens / ((r.end_ns - r.sent_ns) / 1e9) for r in q.successful if r.end_ns and r.output_tokens]
+    print("output tok/s per request (quantized): " + ", ".join(f"{v:.1f}" for v in per_request))
     tput = perfgate.evaluate(q, gate="multimodal_throughput")
     perfgate.evaluate(q, gate="multimodal_ttft")
     fp = _run_pipeline(perfgate_engines, "fp16", vision, phase2, reqs)
