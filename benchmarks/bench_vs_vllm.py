@@ -11,8 +11,9 @@ connection and the mean connect time (recorded apart, not in TTFT), and for both
 
 Clients:
 
-* ``perfgate``: ``run_load`` with the engine's ``openai`` client (raw HTTP/1.1 transport),
-  Poisson schedule rescaled to the exact rate (the default, ``exact_rate``);
+* ``perfgate``: ``run_load`` with the engine's ``openai`` client (raw HTTP/1.1 transport,
+  ``continuous_usage_stats`` on unless ``--no-usage-stats``: the server then puts a usage block
+  in every chunk), Poisson schedule rescaled to the exact rate (the default, ``exact_rate``);
 * ``vllm``: ``vllm.benchmarks.lib.endpoint_request_func.async_request_openai_completions`` with an
   ``aiohttp.ClientSession`` built as ``vllm bench serve`` builds it, scheduled by
   ``vllm.benchmarks.serve.get_request`` (its own rescaled Poisson delays).
@@ -190,6 +191,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--model", default=None, help="model to serve (default: the embedded tiny target model)")
     ap.add_argument("--startup-timeout", type=float, default=900)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-usage-stats", action="store_true",
+                    help="perfgate without continuous_usage_stats (as vLLM's client: usage in the last chunk only)")
     args = ap.parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     for s in scenarios:
@@ -207,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "max_num_seqs": max(most, 8), "max_num_batched_tokens": max(2048, args.prompt_len + args.output_len + 16),
         "enable_prefix_caching": False, "gpu_memory_utilization": 0.3, "seed": 0,
         "startup_timeout": args.startup_timeout, "env": {"HF_HUB_OFFLINE": "1"},
+        "continuous_usage_stats": not args.no_usage_stats,
     })
     t = time.monotonic()
     server.start()
