@@ -153,15 +153,17 @@ def side_by_side(s: VisionSetup) -> tuple[str, list[str]]:
 
 
 _KERNELS = {
-    "int8-weight-only": "int8 weights dequantized to the activation dtype before a float matmul (saves memory, "
-                        "not compute; wins only where the matmul is memory-bound: small batches on a GPU)",
+    "int8-weight-only": "int8 weights scaled inside the matmul (torchao's weight-only kernel): a quarter of the "
+                        "fp32 weight bytes to read; wins where the matmul is memory-bound (small layers, small "
+                        "batches), not where it is compute-bound",
     "int8-dynamic": "activations quantized per token at run time + torch._int_mm (int8 GEMM); the quantize/"
                     "dequantize kernels around every Linear cost more than the GEMM saves on small layers",
     "torch-dynamic-int8": "fbgemm/oneDNN dynamic int8 Linear (packed int8 weights, per-batch activation scale)",
     "fp8": "per-row FP8 (e4m3) weights and activations on torch._scaled_mm (Hopper FP8 tensor cores)",
     "bf16": "bfloat16 everywhere (on CPUs with AVX512-BF16/AMX a native GEMM, else converted)",
     "fp16": "float16 everywhere",
-    "damaged-w2": "a deliberately broken 2-bit quantization (float kernels; fake-quantized weights)",
+    "damaged-w2": "a deliberately broken 2-bit quantization on float kernels (fake-quantized, mostly zero "
+                  "weights): its speed is not a result",
 }
 
 
