@@ -63,6 +63,7 @@ class Result:
     errors: int = 0
     offered_rate: float | None = None
     new_connections: int = 0
+    send_spread_ms: float = float("nan")  # last send - first send
     connect_ms: list[float] = field(default_factory=list)
 
 
@@ -108,6 +109,7 @@ def run_perfgate(engine: Any, scenario: str, toks: list[list[int]], output_len: 
             res.new_connections += 1
             res.connect_ms.append(r.connect_ns / 1e6)
     sent = sorted(r.sent_ns for r in run.measured)
+    res.send_spread_ms = (sent[-1] - sent[0]) / 1e6
     if kind == "poisson" and len(sent) > 1:
         res.offered_rate = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
     return res
@@ -147,6 +149,7 @@ def run_vllm(base_url: str, model: str, scenario: str, toks: list[list[int]], ou
             continue
         res.ttft_s.append(o.ttft)
     starts = sorted(starts)
+    res.send_spread_ms = (starts[-1] - starts[0]) * 1e3
     if kind == "poisson" and len(starts) > 1:
         res.offered_rate = (len(starts) - 1) / (starts[-1] - starts[0])
     return res
@@ -164,7 +167,7 @@ def measure(fn: Any, base_url: str) -> Result:
 
 def render(results: Sequence[Result]) -> str:
     head = (f"{'scenario':<16} {'client':<9} {'n':>4} {'err':>3} {'TTFT mean':>10} {'P50':>9} {'P99':>9} "
-            f"{'server mean':>11} {'offset':>9} {'offered':>9} {'new conn':>8} {'connect':>8}")
+            f"{'server mean':>11} {'offset':>9} {'offered':>9} {'sends over':>10} {'new conn':>8} {'connect':>8}")
     lines = [head, "-" * len(head)]
     for r in results:
         t = np.array(r.ttft_s) * 1e3
@@ -176,7 +179,8 @@ def render(results: Sequence[Result]) -> str:
         conn = f"{np.mean(r.connect_ms):.2f} ms" if r.connect_ms else "-"
         newc = str(r.new_connections) if r.client == "perfgate" else "?"
         lines.append(f"{r.scenario:<16} {r.client:<9} {len(t):>4} {r.errors:>3} {mean:>7.1f} ms {p50:>6.1f} ms "
-                     f"{p99:>6.1f} ms {srv:>8.1f} ms {mean - srv:>+6.1f} ms {offered:>9} {newc:>8} {conn:>8}")
+                     f"{p99:>6.1f} ms {srv:>8.1f} ms {mean - srv:>+6.1f} ms {offered:>9} {r.send_spread_ms:>7.1f} ms "
+                     f"{newc:>8} {conn:>8}")
     lines.append("offset = client TTFT mean - the server's own TTFT mean (its /metrics histogram) over the same "
                  "requests; perfgate's connect time is recorded apart (RequestRecord.connect_ns), not in its TTFT")
     return "\n".join(lines)
