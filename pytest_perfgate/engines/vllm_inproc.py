@@ -34,7 +34,8 @@ def create(name: str, args: Mapping[str, Any]) -> VLLMEngine:
 # Start options of the embedded default (tiny generated models), per device. Measured with
 # benchmarks/bench_startup.py on the 2-core CPU runner: vLLM's CPU default (dynamo + inductor)
 # started the baseline engine in 211 s and served the first 8,000-token prompt in 30 s; with
-# enforce_eager 82 s and 15 s (same machine, same load; README "Main job"). Tiny models gain nothing
+# enforce_eager 82 s and 15 s (same machine, same load); on a quieter machine with vLLM's compile
+# cache warm, 78 s compiled vs 48 s eager (benchmarks/README.md). Tiny models gain nothing
 # from compilation or CUDA graphs, so both devices run eagerly.
 EMBEDDED_CPU_OPTIONS: dict[str, Any] = {"enforce_eager": True}
 EMBEDDED_CUDA_OPTIONS: dict[str, Any] = {
