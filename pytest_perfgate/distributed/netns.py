@@ -40,7 +40,8 @@ def unavailable_reason() -> str | None:
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(list(args), capture_output=True, text=True, check=False)
+    cmd = list(args)  # argv list, never a shell
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if check and p.returncode != 0:
         raise NetnsError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
     return p
