@@ -22,7 +22,7 @@ DEFINITIONS: dict[str, str] = {
     "inactive_split": "inactive_split_bytes / reserved_bytes",
     "external": "1 - largest free block / total free bytes (memory_snapshot segments)",
 }
-# The definition gated when the user names none. Evidence (tests/memory/test_stats.py, real H200
+# The definition gated when the user names none. Evidence (tests/memory/test_memory_stats.py, real H200
 # fixtures): across the three allocator settings it orders the measured max safe batch exactly
 # (Spearman -1), where 1 - allocated/reserved orders it wrongly (-0.5); see docs/metrics.md.
 DEFAULT_DEFINITION = "inactive_split"
