@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .config import ConfigError, load_thresholds
+from .recorder import Recorder
 from .session import ENGINE_PROPERTY, FALLBACK_PROPERTY, VERDICT_PROPERTY, Perfgate, RunState
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ ENGINES = pytest.StashKey[Any]()  # the session's LoggedEngines, once created
 MISSING = pytest.StashKey["tuple[str, frozenset[str]] | None"]()  # (message, nodeids it stops)
 ENGINE_FIXTURES = ("perfgate_engine", "perfgate_engines")
 GATE_TESTS = pytest.StashKey[int]()  # selected tests with gate/fallback markers (not known under xdist)
-REPORTS = ("gates.xml", "summary.md", "report.html")
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = st
     config.stash[LIVE] = _live_store(config, st)
     if _rank(config).writes:  # under torchrun/srun only rank 0 evaluates gates and writes results
-        config.pluginmanager.register(_Recorder(config, st), "perfgate-recorder")
+        rec = Recorder(st, config.stash[LIVE], is_worker=hasattr(config, "workerinput"), warning=pytest.PytestWarning)
+        config.pluginmanager.register(rec, "perfgate-recorder")
     _install_sigterm(config)
     _check_feasibility(config, th)
 
@@ -655,7 +656,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Results that could not be written fail the session (exit 1 instead of 0), after the
     recorder's last flush."""
     rec = session.config.pluginmanager.get_plugin("perfgate-recorder")
-    if not isinstance(rec, _Recorder) or rec.is_worker:
+    if not isinstance(rec, Recorder) or rec.is_worker:
         return
     if session.config.stash.get(GATE_TESTS, 0):
         rec.mark_stale()
@@ -665,144 +666,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     rec = config.pluginmanager.get_plugin("perfgate-recorder")
-    if isinstance(rec, _Recorder):
+    if isinstance(rec, Recorder):
         for m in rec.stale:
             terminalreporter.write_line(f"perfgate: {m}")
-
-
-class _Recorder:
-    """Collects verdicts from test reports (also those forwarded by xdist workers) and writes results."""
-
-    def __init__(self, config: pytest.Config, st: RunState) -> None:
-        self.config = config
-        self.st = st
-        self.is_worker = hasattr(config, "workerinput")
-        self.written: list[Path] = []
-        self.write_errors: list[str] = []  # a results file that could not be written fails the session
-        self.stale: list[str] = []
-        from .decisions import now_iso
-
-        self.started = now_iso()
-
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self.st.recorded_error:
-            import warnings
-
-            warnings.warn(pytest.PytestWarning(f"perfgate: {self.st.recorded_error}"), stacklevel=1)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        st = self.st
-        props = list(report.user_properties)
-        fallback = next((v for k, v in props if k == FALLBACK_PROPERTY), None)
-        if not (report.when == "call" or (report.when == "setup" and not report.passed)):
-            return
-        st.add_properties(report.nodeid, props)
-        if report.when == "call":  # JUnit test cases carry the measuring test's duration
-            for v in st.verdicts.get(report.nodeid, []):
-                v.setdefault("duration", round(float(report.duration), 6))
-        if isinstance(fallback, str):
-            reason = ""
-            if report.skipped and isinstance(report.longrepr, tuple):
-                reason = str(report.longrepr[2]).removeprefix("Skipped: ")
-            elif report.failed and report.longreprtext:
-                reason = report.longreprtext.strip().splitlines()[-1]
-            st.add_fallback_test(report.nodeid, fallback, report.outcome, reason)
-        if not self.is_worker:
-            self._flush()
-
-    def _flush(self, reports: bool = True) -> dict[str, Any] | None:
-        """decisions.json, then (``reports``) gates.xml / summary.md / report.html: all atomic, after
-        every test, so a killed run leaves complete files with everything measured up to then."""
-        import warnings
-
-        try:
-            doc = self.st.flush()
-        except OSError as e:  # the tests go on; the session fails at its end (results are missing)
-            warnings.warn(f"perfgate: could not write {self.st.out_dir}: {e}", stacklevel=1)
-            self._write_error(f"{self.st.out_dir / 'decisions.json'}: {e}")
-            return None
-        self._history()
-        if reports and self.st.all_verdicts():
-            from .writers import write_all
-
-            phases = sorted({v["phase"] for v in self.st.all_verdicts()})
-            try:
-                written = write_all(doc, self.st.out_dir, phases=phases, inconclusive=self.st.inconclusive)
-            except Exception as e:  # the tests go on; the session fails at its end
-                warnings.warn(f"perfgate: could not write reports in {self.st.out_dir}: {e}", stacklevel=1)
-                self._write_error(f"reports in {self.st.out_dir}: {e}")
-                written = list(getattr(e, "written", []))
-            self.written = [self.st.out_dir / "decisions.json", *written]
-        return doc
-
-    def mark_stale(self) -> None:
-        """Gate tests ran but did not rewrite a report (all skipped, nothing measured): the report of
-        an earlier run is renamed ``previous-<name>`` so that nobody publishes it as this run's."""
-        for name in REPORTS:
-            path = self.st.out_dir / name
-            if path.exists() and path not in self.written:
-                try:
-                    path.replace(path.with_name("previous-" + name))
-                    self.stale.append(f"{name} was from an earlier run: renamed previous-{name}")
-                except OSError as e:
-                    self._write_error(f"{path}: from an earlier run and could not be renamed: {e}")
-
-    def _write_error(self, msg: str) -> None:
-        if msg not in self.write_errors:
-            self.write_errors.append(msg)
-
-    def _history(self) -> None:
-        """Append this run's new verdicts to history.sqlite (store/history.py)."""
-        import sqlite3
-        import warnings
-
-        try:
-            self.config.stash[LIVE].record_history(self.st.all_verdicts(), started=self.started, commit=self.st.commit,
-                                                   engines=list(self.st.engines.values()))
-        except (OSError, ValueError, sqlite3.Error) as e:
-            warnings.warn(f"perfgate: could not append to the run history in {self.st.out_dir}: {e}", stacklevel=1)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        st = self.st
-        if self.is_worker or (not st.all_verdicts() and not st.fallback_tests):
-            return
-        doc = self._flush()
-        if doc is not None and st.all_verdicts():
-            # the full report.html (distribution plots from the stored data) once, at the end
-            import warnings
-
-            from .writers.html import write_report
-
-            phases = sorted({v["phase"] for v in st.all_verdicts()})
-            try:
-                write_report(doc, st.out_dir, phases=phases, inconclusive=st.inconclusive, plots=True)
-            except Exception as e:  # never fatal to the run
-                warnings.warn(f"perfgate: could not write the plotted report.html: {e}", stacklevel=1)
-
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        st = self.st
-        if self.is_worker or not st.all_verdicts():
-            return
-        from .table import gate_table
-
-        tr = terminalreporter
-        tr.section("perfgate", sep="=", bold=True)
-        for line in gate_table(st.all_verdicts()):
-            tr.write_line(line)
-        triggered = sorted({f for v in st.all_verdicts() if v["outcome"] == "fail" for f in v.get("fallbacks", [])})
-        if triggered:
-            tr.write_line("")
-            tr.write_line("triggered fallbacks:")
-            for f in triggered:
-                fb = st.thresholds.fallbacks[f]
-                tr.write_line(f"  {f}: {fb.title}" + (f" ({fb.doc})" if fb.doc else "") + (f" [cost: {fb.cost}]" if fb.cost else ""))
-        for t in st.fallback_tests.values():
-            tr.write_line(f"fallback test {t['test']}: {t['outcome']}" + (f" ({t['reason']})" if t["reason"] else ""))
-        tr.write_line("")
-        for p in self.written:
-            tr.write_line(f"perfgate: wrote {p}")
-        for e in self.write_errors:
-            tr.write_line(f"perfgate: could not write results (the session fails): {e}", red=True, bold=True)
 
 
 FEASIBILITY = pytest.StashKey[list[str]]()
