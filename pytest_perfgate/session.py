@@ -159,7 +159,6 @@ class Perfgate:
         self._bound = tuple(bound_gates)
         self._record = record
         self._confidence = confidence
-        self.verdicts: list[Verdict] = []
 
     @property
     def thresholds(self) -> Thresholds:
@@ -279,7 +278,6 @@ class Perfgate:
         return annotate(v, data, self.thresholds)
 
     def _add(self, v: Verdict, engines: Sequence[Mapping[str, Any]] = ()) -> None:
-        self.verdicts.append(v)
         self._record(v, list(engines))
 
 

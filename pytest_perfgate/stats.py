@@ -139,15 +139,11 @@ def quantile_decision(x: Array, q: float, c: float, direction: str, thr: float) 
         good_bad = (under, over)
         q = 1 - q  # mirror: P(x <= xi_q) = q  <=>  P(-x <= -xi_q) = 1 - q
     against_pass, against_fail = good_bad
-    if _decides(n, against_pass, q, c):
+    if quantile_pass_possible(n, against_pass, q, c):
         return "pass", None
-    if _decides(n, against_fail, 1 - q, c):
+    if quantile_pass_possible(n, against_fail, 1 - q, c):
         return "fail", None
     return "inconclusive", _needed(n, against_pass, against_fail, q, c)
-
-
-def _decides(n: int, against: int, q: float, c: float) -> bool:
-    return quantile_pass_possible(n, against, q, c)
 
 
 def _needed(n: int, against_pass: int, against_fail: int, q: float, c: float) -> int | None:
@@ -158,7 +154,7 @@ def _needed(n: int, against_pass: int, against_fail: int, q: float, c: float) ->
 
     def decided(m: int) -> bool:
         # counts against a decision round up: the prediction never promises more than the data show
-        return _decides(m, math.ceil(rp * m), q, c) or _decides(m, math.ceil(rf * m), 1 - q, c)
+        return quantile_pass_possible(m, math.ceil(rp * m), q, c) or quantile_pass_possible(m, math.ceil(rf * m), 1 - q, c)
 
     return _search(n, decided)
 
