@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the plugin's own tests: lint, types (mypy strict), then pytest (unit,
-# plugin behaviour, real vLLM engines and servers on the CPU, fault injection, the phase-1 suite).
+# Set up (if needed) and run the plugin's own tests: lint, types (mypy strict), import layering (import-linter),
+# then pytest (unit, plugin behaviour, real vLLM engines and servers on the CPU, fault injection, the phase-1 suite).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh || exit $?
 .venv/bin/ruff check . || exit $?
 .venv/bin/mypy pytest_perfgate || exit $?
+.venv/bin/lint-imports --no-cache || exit $?  # the layering contracts in pyproject.toml [tool.importlinter]
 exec .venv/bin/python -m pytest tests -p no:cacheprovider "$@"
