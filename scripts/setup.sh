@@ -20,4 +20,15 @@ else
   touch "$stamp"
   echo "setup: installed in $(( $(date +%s) - t0 )) s"
 fi
+# headless Chromium for the report screenshot test (tests/cli/test_report_real.py): Debian's package,
+# installed once as root where apt-get exists (a no-op when a chromium is already on PATH)
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null; }
+    apt_install 2>/dev/null || { apt-get update -qq >/dev/null && apt_install; } \
+      || echo "setup: could not install chromium (apt-get install chromium): the report screenshot test skips" >&2
+  else
+    echo "setup: no chromium on PATH and no root apt-get: the report screenshot test skips" >&2
+  fi
+fi
 .venv/bin/perfgate models make
