@@ -1,0 +1,44 @@
+"""Load and validate ``thresholds.toml`` into frozen dataclasses.
+
+Validation is strict: every problem raises :class:`ConfigError` naming the file, the table and the
+key, e.g. ``thresholds.toml: [gates.ttft] max = "150 parsecs": unknown unit 'parsecs'``.
+No pytest, no numpy: this runs at pytest start-up.
+
+- :mod:`.model`: the dataclasses (``Thresholds``, ``Gate``, ...) and ``ConfigError``;
+- :mod:`.checker`: typed reads of TOML values that name the table and key of a bad one;
+- :mod:`.gate`: one ``[gates.NAME]`` table;
+- :mod:`.load`: the file and its other tables.
+"""
+
+from __future__ import annotations
+
+from .load import load_thresholds, parse_thresholds
+from .model import (
+    BUILTIN_ENGINES,
+    COMPARE_KINDS,
+    STATISTICS_HELP,
+    ConfigError,
+    EngineSpec,
+    Fallback,
+    Gate,
+    Phase,
+    Settings,
+    Statistic,
+    Thresholds,
+)
+
+__all__ = [
+    "BUILTIN_ENGINES",
+    "COMPARE_KINDS",
+    "STATISTICS_HELP",
+    "ConfigError",
+    "EngineSpec",
+    "Fallback",
+    "Gate",
+    "Phase",
+    "Settings",
+    "Statistic",
+    "Thresholds",
+    "load_thresholds",
+    "parse_thresholds",
+]

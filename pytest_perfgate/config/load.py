@@ -1,0 +1,137 @@
+"""Read a thresholds file and check its tables: settings, phases, fallbacks, engines, gates, floors."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .checker import Checker
+from .gate import parse_gate
+from .model import ConfigError, EngineSpec, Fallback, Gate, Phase, Settings, Thresholds
+
+_TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params", "hardware", "models"}
+_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate"}
+_PHASE_KEYS = {"title", "depends_on", "description"}
+_FALLBACK_KEYS = {"title", "cost", "doc", "description"}
+
+
+def load_thresholds(path: str | Path, *, confidence: float | None = None) -> Thresholds:
+    """Read and validate a thresholds file. Raises :class:`ConfigError` on any problem."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(p, "", None, f"cannot read thresholds file: {e.strerror or e}") from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(p, "", None, f"not UTF-8 text: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(p, "", None, f"TOML syntax error: {e}") from None
+    return parse_thresholds(doc, p, hashlib.sha256(raw).hexdigest(), confidence=confidence)
+
+
+def parse_thresholds(
+    doc: Mapping[str, Any], path: Path, sha256: str = "", *, confidence: float | None = None
+) -> Thresholds:
+    c = Checker(path)
+    c.keys(doc, _TOP_KEYS, "")
+    settings = _settings(c, c.table(doc, "perfgate", ""), confidence)
+    phases = {name: Phase(name, c.string(t, "title", tn), c.names(t, "depends_on", tn))
+              for name, tn, t in c.subtables(doc, "phases", _PHASE_KEYS)}
+    _check_phases(c, phases)
+    fallbacks = {name: Fallback(name, c.string(t, "title", tn), c.string(t, "cost", tn), c.string(t, "doc", tn))
+                 for name, tn, t in c.subtables(doc, "fallbacks", _FALLBACK_KEYS)}
+    engines = _parse_engines(c, {name: t for name, _, t in c.subtables(doc, "engines")})
+    gates: dict[str, Gate] = {}
+    for name, _, t in c.subtables(doc, "gates"):
+        gates[name] = parse_gate(c, name, t, phases, fallbacks, engines, settings)
+    params = c.table(doc, "params", "")
+    hardware, models = c.table(doc, "hardware", ""), c.table(doc, "models", "")
+    _check_floors(c, hardware, models)
+    return Thresholds(path, sha256, settings, phases, fallbacks, gates, engines, params, hardware, models)
+
+
+def _settings(c: Checker, st: Mapping[str, Any], confidence: float | None) -> Settings:
+    """[perfgate]; ``confidence`` (--perfgate-confidence) overrides the file's."""
+    c.keys(st, _SETTINGS_KEYS, "perfgate")
+    inconclusive = st.get("inconclusive", "fail")
+    level = c.confidence(st.get("confidence", 0.95), "perfgate", "confidence")
+    max_samples = c.positive(st.get("max_samples", 10_000), "perfgate", "max_samples")
+    max_seconds = c.positive(st.get("max_seconds", 600.0), "perfgate", "max_seconds", float)
+    max_error_rate = c.fraction(st.get("max_error_rate", 0), "perfgate", "max_error_rate")
+    if inconclusive not in ("fail", "warn"):
+        raise c.err("perfgate", "inconclusive", f"must be \"fail\" or \"warn\", got {inconclusive!r}")
+    if confidence is not None:
+        level = c.confidence(confidence, "perfgate", "confidence (--perfgate-confidence)")
+    return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate)
+
+
+def _check_phases(c: Checker, phases: Mapping[str, Phase]) -> None:
+    """Every depends_on names a phase, and they form no cycle."""
+    for ph in phases.values():
+        for d in ph.depends_on:
+            if d not in phases:
+                raise c.err(f"phases.{ph.name}", "depends_on", f"unknown phase {d!r} (phases: {', '.join(phases)})")
+    state: dict[str, int] = {}
+
+    def visit(n: str, trail: list[str]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            cycle = " -> ".join([*trail[trail.index(n) :], n])
+            raise c.err(f"phases.{n}", "depends_on", f"dependency cycle: {cycle}")
+        state[n] = 1
+        for d in phases[n].depends_on:
+            visit(d, [*trail, n])
+        state[n] = 2
+
+    for n in phases:
+        visit(n, [])
+
+
+def _parse_engines(c: Checker, raw: Mapping[str, dict[str, Any]]) -> dict[str, EngineSpec]:
+    """[engines.NAME] tables, ``extends`` resolved (the parent's kind and args, then the child's)."""
+    out: dict[str, EngineSpec] = {}
+
+    def resolve(name: str, trail: tuple[str, ...]) -> EngineSpec:
+        if name in out:
+            return out[name]
+        e = dict(raw[name])
+        tname = f"engines.{name}"
+        parent = e.pop("extends", None)
+        base_kind: str | None = None
+        args: dict[str, Any] = {}
+        if parent is not None:
+            if not isinstance(parent, str) or parent not in raw:
+                raise c.err(tname, "extends", f"unknown engine {parent!r} (engines: {', '.join(raw)})")
+            if parent in trail:
+                raise c.err(tname, "extends", f"cycle: {' -> '.join([*trail, name, parent])}")
+            p = resolve(parent, (*trail, name))
+            base_kind, args = p.kind, dict(p.args)
+        kind = e.pop("kind", base_kind)
+        if not isinstance(kind, str):
+            raise c.err(tname, "kind", "missing: say which engine kind (vllm, openai, vllm-server)")
+        args.update(e)
+        spec = EngineSpec(name, kind, args, parent)
+        out[name] = spec
+        return spec
+
+    for name in raw:
+        resolve(name, ())
+    return out
+
+
+def _check_floors(c: Checker, hardware: Mapping[str, Any], models: Mapping[str, Any]) -> None:
+    """[hardware] and [models.NAME] (physical floors): errors name the table and key."""
+    if not hardware and not models:
+        return
+    from ..floors.config import FloorsConfigError, parse
+
+    try:
+        parse(hardware, models)
+    except FloorsConfigError as e:
+        raise c.err(e.table, e.key, e.message) from None

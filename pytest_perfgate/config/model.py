@@ -1,0 +1,140 @@
+"""The frozen dataclasses a thresholds file becomes, and the names they accept."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..units import Quantity
+
+
+class ConfigError(ValueError):
+    """A problem in thresholds.toml; ``str()`` names file, table and key."""
+
+    def __init__(self, path: str | Path, table: str, key: str | None, message: str) -> None:
+        self.path, self.table, self.key = str(path), table, key
+        where = f"[{table}]" if table else ""
+        if key is not None:
+            where = f"{where} {key}" if where else key
+        super().__init__(f"{Path(path).name}: {where}: {message}" if where else f"{Path(path).name}: {message}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    confidence: float = 0.95
+    inconclusive: str = "fail"  # "fail" | "warn"
+    max_samples: int = 10_000
+    max_seconds: float = 600.0
+    max_error_rate: float = 0.0  # failed requests a run may have before its gates error out
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    title: str = ""
+    depends_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fallback:
+    name: str
+    title: str = ""
+    cost: str = ""
+    doc: str = ""
+
+
+_STAT = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")
+STATISTICS_HELP = "p50, p90, p99, p99.9 (any pNN), median, mean, value, rate"
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """``quantile`` (with ``q``), ``mean`` or ``value`` (a single measurement / a rate)."""
+
+    kind: str
+    q: float | None = None
+    text: str = ""
+
+    @staticmethod
+    def parse(text: str) -> Statistic:
+        t = text.strip().lower()
+        if t == "median":
+            return Statistic("quantile", 0.5, "p50")
+        if t in ("mean", "avg", "average"):
+            return Statistic("mean", None, "mean")
+        if t in ("value", "rate", "ratio"):
+            return Statistic("value", None, t)
+        m = _STAT.match(t)
+        if m:
+            q = float(m.group(1)) / 100.0
+            if 0.0 < q < 1.0:
+                return Statistic("quantile", q, t)
+        raise ValueError(f"unknown statistic {text!r} (use {STATISTICS_HELP})")
+
+
+COMPARE_KINDS = ("ratio", "difference", "reduction")
+# engines that exist without an [engines.NAME] table: the embedded CPU default (engines/manager.py)
+BUILTIN_ENGINES = ("baseline", "speculative")
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    phase: str
+    metric: str  # canonical name
+    statistic: Statistic
+    direction: str | None  # "max" | "min" | None (recorded only)
+    threshold: Quantity | None
+    baseline: Quantity | None = None
+    fallbacks: tuple[str, ...] = ()
+    compare: str | None = None  # "ratio" | "difference" | "reduction" of two runs
+    runs: tuple[str, ...] = ()  # labels of the two runs compared (treatment, reference)
+    confidence: float | None = None
+    description: str = ""
+    unit: str | None = None  # display unit
+    bands: tuple[tuple[str, Quantity], ...] = ()  # (label, lower edge) for reporting
+    max_samples: int | None = None
+    max_seconds: float | None = None
+    engine: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    max_error_rate: float | None = None
+    regression: float | None = None  # tolerated relative change vs --perfgate-baseline before the gate fails
+    single: bool = False  # a "value" gate that accepts one measured number (no interval; the verdict says so)
+
+    @property
+    def recorded_only(self) -> bool:
+        return self.direction is None
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str
+    kind: str
+    args: Mapping[str, Any]
+    extends: str | None = None
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    path: Path
+    sha256: str
+    settings: Settings
+    phases: Mapping[str, Phase]
+    fallbacks: Mapping[str, Fallback]
+    gates: Mapping[str, Gate]
+    engines: Mapping[str, EngineSpec] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    hardware: Mapping[str, Any] = field(default_factory=dict)  # [hardware], validated by floors/config.py
+    models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME], validated by floors/config.py
+
+    def gate(self, name: str) -> Gate:
+        try:
+            return self.gates[name]
+        except KeyError:
+            raise KeyError(f"unknown gate {name!r}; gates in {self.path.name}: {', '.join(self.gates) or '(none)'}") from None
+
+    def gates_of(self, phase: str) -> list[Gate]:
+        return [g for g in self.gates.values() if g.phase == phase]
