@@ -24,7 +24,7 @@ section() {  # section TITLE TIMEOUT_S COMMAND...
 section "memory: probe, allocator sweep, max safe batch" 120 "$PY" -m pytest_perfgate.memory.gpucheck 4
 section "phase3: NCCL all-reduce sizes, per-token model, NCCL settings sweep" 120 "$PY" -m pytest_perfgate.distributed.gpucheck
 section "phase2: CLIP ViT-L/14-336 bf16 vs INT8 vs FP8 throughput, agreement, memory" 180 "$PY" -m pytest_perfgate.vision.gpu_check
-section "floors: measured GEMM peaks and copy bandwidth vs the known-accelerator table" 60 "$PY" -m pytest_perfgate.floors.gpu_check
+section "floors: measured GEMM peaks and copy bandwidth vs the known-accelerator table" 60 "$PY" -m pytest_perfgate.roofline.gpu_check
 
 echo "tables written to $REPORT"
 exit $status

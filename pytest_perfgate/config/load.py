@@ -129,7 +129,7 @@ def _check_floors(c: Checker, hardware: Mapping[str, Any], models: Mapping[str, 
     """[hardware] and [models.NAME] (physical floors): errors name the table and key."""
     if not hardware and not models:
         return
-    from ..floors.config import FloorsConfigError, parse
+    from ..roofline.config import FloorsConfigError, parse
 
     try:
         parse(hardware, models)

@@ -127,8 +127,8 @@ class Thresholds:
     gates: Mapping[str, Gate]
     engines: Mapping[str, EngineSpec] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
-    hardware: Mapping[str, Any] = field(default_factory=dict)  # [hardware], validated by floors/config.py
-    models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME], validated by floors/config.py
+    hardware: Mapping[str, Any] = field(default_factory=dict)  # [hardware], validated by roofline/config.py
+    models: Mapping[str, Any] = field(default_factory=dict)  # [models.NAME], validated by roofline/config.py
 
     def gate(self, name: str) -> Gate:
         try:

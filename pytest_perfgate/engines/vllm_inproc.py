@@ -102,9 +102,9 @@ class VLLMEngine:
         if self._llm is not None:
             return
         engine_args = self.engine_args()
-        if device_name() == "cpu":  # floors: this CPU's measured peak, once per machine (floors/probe.py)
+        if device_name() == "cpu":  # floors: this CPU's measured peak, once per machine (roofline/probe.py)
             try:
-                from ..floors.probe import cpu_hardware
+                from ..roofline.probe import cpu_hardware
 
                 cpu_hardware(run=True)
             except Exception:

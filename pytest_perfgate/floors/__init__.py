@@ -1,11 +1,8 @@
-"""Physical floors: what the hardware allows for each latency and throughput gate.
+"""Physical floors of a thresholds file's gates: what the hardware allows for each latency and
+throughput gate, on the engine each gate runs on -- the glue the plugin, the CLI and the verdicts use.
 
-* :mod:`.hardware` -- peaks and bandwidth (known accelerators, ``[hardware]``, detection);
-* :mod:`.probe` -- measured CPU (and GPU) peaks, cached per machine;
-* :mod:`.model` -- a model's shape from ``config.json`` or ``[models.NAME]``;
-* :mod:`.formulas` -- roofline floors (prefill, decode, throughput, TP all-reduce, speculation);
-* :mod:`.gates` -- a gate's floor for a workload, feasibility before measuring;
-* this module -- the glue the plugin, the CLI and the verdicts use.
+The hardware, model and roofline parts live in :mod:`pytest_perfgate.roofline` (they import nothing
+of thresholds, engines or verdicts); :mod:`.cli` adds the floors to ``perfgate check``.
 
 No torch at import. Formulas and sources: docs/metrics.md#physical-floors.
 """
@@ -16,9 +13,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .config import EngineFloorInputs, FloorsConfig, engine_inputs, parse
-from .gates import Feasibility, Workload, feasibility, metric_floor, workload_from_params, workload_from_run
-from .hardware import Hardware, detect
+from ..roofline.config import EngineFloorInputs, FloorsConfig, engine_inputs, parse
+from ..roofline.gates import Feasibility, Workload, feasibility, metric_floor, workload_from_params, workload_from_run
+from ..roofline.hardware import Hardware, detect
 
 if TYPE_CHECKING:
     from ..config import Thresholds

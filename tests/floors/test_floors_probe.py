@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_perfgate.floors.probe import cpu_hardware, measure_cpu
+from pytest_perfgate.roofline.probe import cpu_hardware, measure_cpu
 
 
 def test_cpu_peak_is_stable_across_three_runs() -> None:

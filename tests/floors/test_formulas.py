@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate.floors import formulas as F
-from pytest_perfgate.floors.hardware import KNOWN, from_accelerator
-from pytest_perfgate.floors.model import ModelSpec, from_hf_config
+from pytest_perfgate.roofline import formulas as F
+from pytest_perfgate.roofline.hardware import KNOWN, from_accelerator
+from pytest_perfgate.roofline.model import ModelSpec, from_hf_config
 
 FIX = Path(__file__).parents[1] / "fixtures" / "gpu"
 PREFILL = json.loads((FIX / "prefill_h200.json").read_text())

@@ -10,7 +10,7 @@ import pytest
 from pytest_perfgate.config import ConfigError, load_thresholds
 from pytest_perfgate.engines.vllm_inproc import CPU_ONLY_ENV, embedded_start
 from pytest_perfgate.floors import config_of, inputs_for_engine
-from pytest_perfgate.floors.hardware import lookup, norm_dtype
+from pytest_perfgate.roofline.hardware import lookup, norm_dtype
 
 BASE = """
 [phases.phase1]
