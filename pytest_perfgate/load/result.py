@@ -17,7 +17,7 @@ from .records import RequestRecord
 from .schedule import LoadConfig
 
 if TYPE_CHECKING:
-    from ..memory.kv import KVPressure
+    from .kv import KVPressure
 
 _TIME_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
 
@@ -170,8 +170,8 @@ class RunResult:
 
     # -- reports -------------------------------------------------------------------------------
     def kv_pressure(self) -> KVPressure:
-        """Peak KV-cache usage, preemptions, recomputed/swapped requests (:mod:`..memory.kv`)."""
-        from ..memory.kv import of_run
+        """Peak KV-cache usage, preemptions, recomputed/swapped requests (:mod:`.kv`)."""
+        from .kv import of_run
 
         return of_run(self)
 
