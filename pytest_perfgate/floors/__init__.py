@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..roofline.config import EngineFloorInputs, FloorsConfig, engine_inputs, parse
 from ..roofline.gates import Feasibility, Workload, feasibility, metric_floor, workload_from_params, workload_from_run
-from ..roofline.hardware import Hardware, detect
+from ..roofline.hardware import Hardware
+from ..roofline.probe import detect
 
 if TYPE_CHECKING:
     from ..config import Thresholds

@@ -8,6 +8,7 @@ processes on a shared runner only ever slow a repetition down. The result is cac
 core count, thread count and torch version, so it is measured once per machine (~1-2 s).
 
 On CUDA, :func:`gpu_peaks` measures the same on the device (for ``scripts/gpu-check.sh``).
+:func:`detect` says what this machine is: known CUDA devices, else the CPU's measured peak.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .hardware import TERA, Hardware
+from .hardware import TERA, Hardware, from_accelerator, lookup
 
 PROBE_VERSION = 2
 
@@ -171,3 +172,35 @@ def gpu_peaks(n: int = 8192, copy_gib: int = 2, iters: int = 10) -> dict[str, An
     dst = torch.empty_like(buf)
     res["copy_tb_per_s_read_plus_write"] = round(2 * buf.numel() / bench(lambda: dst.copy_(buf)) / TERA, 2)
     return res
+
+
+def detect(probe: bool = True) -> Hardware | None:
+    """This machine: the CUDA devices if any (known table, else None when unknown and ``probe`` is
+    off), else the CPU's measured peak (cached per machine; ``probe=False`` -> cached only)."""
+    cuda = False
+    if _nvidia_driver():
+        try:
+            import torch
+
+            cuda = bool(torch.cuda.is_available())
+        except Exception:
+            cuda = False
+    if cuda:
+        name = str(torch.cuda.get_device_name(0))
+        count = int(torch.cuda.device_count())
+        acc = lookup(name)
+        if acc is None:
+            return None
+        return from_accelerator(acc, count, f"detected {name!r} x{count}; {acc.source}")
+    return cpu_hardware(run=probe)
+
+
+def _nvidia_driver() -> bool:
+    """A CUDA device may be visible (checked without importing torch)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        return gpus.is_dir() and any(gpus.iterdir())
+    except OSError:
+        return False
