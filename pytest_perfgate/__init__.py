@@ -6,6 +6,10 @@ The plain-Python API (no pytest needed)::
     th = load_thresholds("thresholds.toml")
     verdict = evaluate(th.gate("long_context_ttft"), make_samples([120.5, 131.0], "ms"), thresholds=th)
 
+A gate suite imports what it uses from here too (``perf_tests/test_phase1.py`` is the example)::
+
+    from pytest_perfgate import Engines, LoadConfig, Perfgate, prompts
+
 Names are imported lazily so that loading the pytest plugin stays fast.
 """
 
@@ -30,17 +34,37 @@ _LAZY = {
     "SampleError": ("samples", "SampleError"),
     "sample_until_decided": ("sequential", "sample_until_decided"),
     "decision": ("decisions", "decision"),
+    # writing a gate suite (the pytest fixtures' types, load, prompts, typed workload parameters)
+    "Perfgate": ("session", "Perfgate"),
+    "Engines": ("lab", "Engines"),
+    "Runs": ("runs", "Runs"),
+    "RunResult": ("load.result", "RunResult"),
+    "LoadConfig": ("load.schedule", "LoadConfig"),
+    "Request": ("contract", "Request"),
+    "Engine": ("contract", "Engine"),
+    "EngineError": ("contract", "EngineError"),
+    "pool": ("samples", "pool"),
+    "workload": ("workload", "workload"),
+    "prompts": ("load.prompts", ""),  # the module: prompts.exact_length_prompts(...), prompts.math_prompts(...)
 }
 
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
+    from .contract import Engine, EngineError, Request
     from .decisions import decision
     from .failures import GateFailure
-    from .samples import Proportion, SampleError, Samples, make_proportion, make_samples
+    from .lab import Engines
+    from .load import prompts
+    from .load.result import RunResult
+    from .load.schedule import LoadConfig
+    from .runs import Runs
+    from .samples import Proportion, SampleError, Samples, make_proportion, make_samples, pool
     from .sequential import sample_until_decided
+    from .session import Perfgate
     from .verdict import Verdict, evaluate
+    from .workload import workload
 
 
 def __getattr__(name: str) -> Any:
@@ -48,5 +72,6 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(f".{mod}", __name__), attr)
+        module = importlib.import_module(f".{mod}", __name__)
+        return getattr(module, attr) if attr else module
     raise AttributeError(f"module 'pytest_perfgate' has no attribute {name!r}")

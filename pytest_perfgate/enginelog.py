@@ -13,7 +13,7 @@ import contextlib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -122,9 +122,14 @@ class LoggedEngines:
         self._told.add(real)
         raise self._error(text)
 
-    def run(self, name: str, requests: Any, config: Any, **kw: Any) -> Any:
-        self.get(name)
-        return self._mgr.run(name, requests, config, **kw)
+    def run(self, name: str, requests: Any, config: Any, *, stop: Callable[[Any], bool] | None = None,
+            slos: Mapping[str, float] | None = None) -> Any:
+        """Start (or reuse) engine ``name`` and run ``config`` with progress lines; a RunResult."""
+        from .load.runner import run_load
+        from .progress import progress_printer
+
+        engine = self.get(name)
+        return run_load(engine, requests, config, progress_printer(self.say, engine.name), stop, slos=slos)
 
     def failure_text(self, message: str, path: Path, first: bool) -> str:
         """The manager's first line; then, the first time, the last lines of the engine's output
@@ -143,3 +148,17 @@ class LoggedEngines:
             shown = quoted
         text = f"{head}\nlast {len(own)} lines of {path}:" if own else f"{head}\nlog: {path}"
         return text + "".join("\n  " + ln for ln in shown)
+
+
+def route_captured(out_dir: Path, engine: str | None, nodeid: str,
+                   sections: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A failing engine test's captured output goes to its engine's log (``session.log`` when no
+    engine started); returns the report sections left."""
+    path = log_path(out_dir, engine or "session")
+    kept = []
+    for title, content in sections:
+        if title.startswith("Captured "):
+            append(path, f"{nodeid}: {title.lower()}", content)
+        else:
+            kept.append((title, content))
+    return kept

@@ -169,7 +169,7 @@ def write_results(out_dir: Path, section: str, doc: Any) -> Path:
 def record(perfgate: Any, verdict: Any, check: bool = True) -> Any:
     """Record a verdict computed here (the cross-node bound, per-size records) on the ``perfgate``
     fixture, like ``perfgate.check`` does for verdicts it computes itself."""
-    perfgate._add(verdict)
+    perfgate.record(verdict)
     if check:
         perfgate.raise_for(verdict)
     return verdict

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from .records import Request
+from ..contract import Request
 
 FALLBACK_CORPUS = (
     "The committee met on a grey morning to review the quarterly figures. Revenue had grown, but "
@@ -117,6 +117,7 @@ def exact_length_prompts(
     as_text: bool = False,
     add_bos: bool | None = None,
     api: str = "completions",
+    temperature: float = 0.0,
 ) -> list[Request]:
     """``count`` unique prompts of exactly ``n_tokens`` tokens (see the module docstring)."""
     if n_tokens < 1 or count < 0:
@@ -148,7 +149,7 @@ def exact_length_prompts(
         else:
             prompt = tuple(lead + ids)
         out.append(Request(prompt=prompt, max_tokens=max_tokens, prompt_tokens=n_tokens, tag=tag,
-                           api="chat" if api == "chat" else "completions"))
+                           api="chat" if api == "chat" else "completions", temperature=temperature))
     return out
 
 
@@ -162,6 +163,7 @@ def shared_prefix_prompts(
     tag: str = "shared-prefix",
     *,
     max_tokens: int = 128,
+    temperature: float = 0.0,
 ) -> list[Request]:
     """Token-id prompts: one fixed prefix (system prompt + few-shot) of ``prefix_tokens``, then a
     unique tail of ``tail_tokens``; total length exactly ``prefix_tokens + tail_tokens``."""
@@ -179,7 +181,7 @@ def shared_prefix_prompts(
     for r in tails:
         assert isinstance(r.prompt, tuple)
         out.append(Request(prompt=tuple(prefix) + r.prompt, max_tokens=max_tokens,
-                           prompt_tokens=prefix_tokens + tail_tokens, tag=tag))
+                           prompt_tokens=prefix_tokens + tail_tokens, tag=tag, temperature=temperature))
     return out
 
 
@@ -191,3 +193,29 @@ def dialogue_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0, *
 def math_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0, **kw: Any) -> list[Request]:
     """Exact-length prompts read from the math corpus (tag ``"math"``)."""
     return exact_length_prompts(tokenizer, n_tokens, count, seed, load_corpus("math"), "math", **kw)
+
+
+WARMUP_TOKENS = 256  # long enough to run the prefill path, short enough to cost little
+WARMUP_MAX_TOKENS = 4
+
+
+def warmup_prompts(like: Sequence[Request], count: int, tokenizer: Any = None) -> list[Request]:
+    """``count`` warm-up requests of their own, shaped like ``like[0]`` (API, sampling, output
+    length, ``extra``; without ``like``: ``WARMUP_MAX_TOKENS`` output tokens): never the measured
+    prompts, which would then sit in the prefix cache and make the measured TTFT a cache hit. With a
+    tokenizer, exact-length token prompts of ``WARMUP_TOKENS`` (at most the measured length);
+    without one, text prompts from the corpus."""
+    if count <= 0:
+        return []
+    from dataclasses import replace
+
+    first = like[0] if like else Request(prompt="", max_tokens=WARMUP_MAX_TOKENS)
+    n_tokens = min(WARMUP_TOKENS, first.prompt_tokens or WARMUP_TOKENS)
+    max_tokens = first.max_tokens
+    if tokenizer is not None:
+        made = exact_length_prompts(tokenizer, n_tokens, count, seed=999, tag="warm-up", max_tokens=max_tokens,
+                                    as_text=isinstance(first.prompt, str) and first.api == "chat", api=first.api)
+        return [replace(first, prompt=r.prompt, prompt_tokens=r.prompt_tokens, max_tokens=max_tokens, tag="warm-up")
+                for r in made]
+    return [replace(first, prompt=f"Warm-up request {i + 1}. {FALLBACK_CORPUS[: 4 * n_tokens]}", prompt_tokens=None,
+                    max_tokens=max_tokens, tag="warm-up") for i in range(count)]

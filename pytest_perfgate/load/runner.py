@@ -13,17 +13,15 @@ on the engine loop, so keep it cheap.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..engines.base import Engine, run_sync
-from .records import Request, RequestRecord
+from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .prompts import warmup_prompts
 from .result import RunResult
 from .schedule import LoadConfig, send_offsets_ns
 
 Progress = Callable[[int, int, float], None]
 Stop = Callable[[RunResult], bool]
-clock = time.perf_counter_ns
 
 
 def run_load(
@@ -34,12 +32,17 @@ def run_load(
     stop: Stop | None = None,
     *,
     slos: Mapping[str, float] | None = None,
+    warmup: Sequence[Request] | None = None,
 ) -> RunResult:
-    """Run ``config`` against ``engine`` (requests cycle if fewer than needed); blocks until done."""
+    """Run ``config`` against ``engine`` (requests cycle if fewer than ``num_requests``; each is sent
+    once when it is None); blocks until done. Warm-up requests are ``warmup`` (cycled), by default
+    prompts of their own (:func:`~pytest_perfgate.load.prompts.warmup_prompts`)."""
     if not requests:
         raise ValueError("run_load: no requests to send")
+    config = config.sized(len(requests))
+    warm = list(warmup) if warmup else warmup_prompts(requests, config.warmup)
     info = engine.info()
-    result = run_sync(_Run(engine, requests, config, progress, stop).run())
+    result = run_sync(_Run(engine, requests, config, progress, stop, warm).run())
     result.engine_info = info
     result.slos = dict(slos or {})
     return result
@@ -48,9 +51,11 @@ def run_load(
 class _Run:
     def __init__(
         self, engine: Engine, requests: Sequence[Request], config: LoadConfig,
-        progress: Progress | None, stop: Stop | None,
+        progress: Progress | None, stop: Stop | None, warmup: Sequence[Request] = (),
     ) -> None:
         self.engine, self.requests, self.config = engine, requests, config
+        self.n = config.num_requests if config.num_requests is not None else len(requests)
+        self.warmup = warmup
         self.progress, self.stop_fn = progress, stop
         self.records: list[RequestRecord] = []
         self.request_counters: list[dict[str, float]] = []  # after each measured request (sequential runs)
@@ -61,6 +66,8 @@ class _Run:
         self.gauges: list[dict[str, float]] = []
 
     def _request(self, i: int) -> Request:
+        if i < 0:  # warm-up -1, -2, ...: prompts of its own
+            return self.warmup[(-i - 1) % len(self.warmup)]
         return self.requests[i % len(self.requests)]
 
     def _budget_left(self) -> bool:
@@ -94,7 +101,7 @@ class _Run:
     def _finished(self, rec: RequestRecord) -> None:
         self.done.append(rec)
         if self.progress is not None:
-            self.progress(len(self.done), self.config.num_requests, (clock() - self.start_ns) / 1e9)
+            self.progress(len(self.done), self.n, (clock() - self.start_ns) / 1e9)
         if self.stop_fn is not None and not self.stopped:
             partial = RunResult(records=list(self.done), config=self.config, start_ns=self.start_ns)
             if self.stop_fn(partial):
@@ -115,7 +122,7 @@ class _Run:
 
     async def run(self) -> RunResult:
         cfg = self.config
-        # warm-up records take indices -1, -2, ... (requests from the end of the list)
+        # warm-up records take indices -1, -2, ...
         for w in range(cfg.warmup):
             await self._one(-(w + 1), None, warmup=True)
         before = await self._counters()
@@ -142,7 +149,7 @@ class _Run:
 
     async def _closed_loop(self, workers: int) -> None:
         next_i = 0
-        n = self.config.num_requests
+        n = self.n
 
         async def worker() -> None:
             nonlocal next_i

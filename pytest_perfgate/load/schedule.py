@@ -23,7 +23,7 @@ unconditioned renewal process: the rate varies from run to run as real traffic d
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -45,9 +45,12 @@ class LoadConfig:
     concurrency: int | None = None  # closed loop: in flight; open loop: cap (None = no cap)
     rate: float | None = None  # req/s for poisson/gamma
     burstiness: float = 1.0  # gamma shape
-    num_requests: int = 100  # request budget (measured requests, warm-up not included)
+    # request budget (measured requests, warm-up not included); None: each given request once
+    num_requests: int | None = None
     max_seconds: float | None = None  # time budget: no new request after this many seconds
-    warmup: int = 0  # warm-up requests sent (sequentially) before the measured run
+    # warm-up requests sent (sequentially) before the measured run, with prompts of their own (never
+    # the measured ones, which would then be prefix-cache hits): load.prompts.warmup_prompts
+    warmup: int = 0
     seed: int = 0
     exact_rate: bool = True  # open loop: rescale the gaps to offer exactly ``rate`` (see the module doc)
     gauge_interval: float | None = None  # seconds between gauge polls during the run (None: off)
@@ -58,7 +61,7 @@ class LoadConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise LoadConfigError(f"load mode {self.mode!r} unknown (known: {', '.join(MODES)})")
-        if self.num_requests < 1:
+        if self.num_requests is not None and self.num_requests < 1:
             raise LoadConfigError(f"num_requests must be >= 1, got {self.num_requests}")
         if self.warmup < 0:
             raise LoadConfigError(f"warmup must be >= 0, got {self.warmup}")
@@ -79,6 +82,10 @@ class LoadConfig:
             raise LoadConfigError(f"drain_seconds must be >= 0, got {self.drain_seconds}")
         if self.drain_seconds is not None and self.max_seconds is None:
             raise LoadConfigError("drain_seconds needs max_seconds (the time budget it extends)")
+
+    def sized(self, n_requests: int) -> LoadConfig:
+        """This config with its request budget set (``num_requests=None``: ``n_requests``)."""
+        return self if self.num_requests is not None else replace(self, num_requests=n_requests)
 
     @property
     def open_loop(self) -> bool:
@@ -104,7 +111,9 @@ def send_offsets_ns(config: LoadConfig, n: int | None = None) -> npt.NDArray[np.
     """
     if not config.open_loop:
         return None
-    n = config.num_requests if n is None else n
+    n = n if n is not None else config.num_requests
+    if n is None:
+        raise LoadConfigError("send_offsets_ns: num_requests is None; size the config first (LoadConfig.sized)")
     assert config.rate is not None
     shape = 1.0 if config.mode == "poisson" else config.burstiness
     rng = np.random.default_rng(config.seed)

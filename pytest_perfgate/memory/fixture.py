@@ -35,6 +35,6 @@ class MemoryGates:
             return v
         v = batch_ratio_verdict(g, data, thresholds=perfgate.thresholds, confidence=perfgate._confidence,
                                 reference=reference)
-        perfgate._add(v)
+        perfgate.record(v)
         perfgate.raise_for(v)
         return v

@@ -1,0 +1,150 @@
+"""Session start-up checks and settings that need no pytest: the results directory, SIGTERM,
+``--perfgate-engine`` values, the gates without a fallback plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Thresholds
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    thresholds_path: Path | None
+    out_dir: Path
+    confidence: float | None
+    inconclusive: str
+    engine: list[str] | None
+
+    @classmethod
+    def resolve(cls, opt: Any, ini: Callable[[str], Any], invocation_dir: Path, rootpath: Path) -> PluginConfig:
+        """CLI (``opt``: pytest's option namespace) > ini > thresholds.toml > default; paths given
+        on the command line are relative to the invocation directory, ini paths to the rootdir."""
+        path_s = opt.perfgate_thresholds or ini("perfgate_thresholds")
+        path: Path | None
+        if path_s:
+            given = Path(path_s)
+            path = given if given.is_absolute() else (invocation_dir if opt.perfgate_thresholds else rootpath) / given
+        else:
+            default = rootpath / "thresholds.toml"
+            path = default if default.exists() else None
+        out = Path(opt.perfgate_out or ini("perfgate_out") or "perfgate-results")
+        if not out.is_absolute():
+            out = (invocation_dir if opt.perfgate_out else rootpath) / out
+        return cls(path, out, opt.perfgate_confidence, opt.perfgate_inconclusive or "", opt.perfgate_engine)
+
+
+def unwritable(out: Path) -> str | None:
+    """Why the results directory can't be written (checked at start: a usage error, exit 4), or None.
+
+    Nothing is created here: an existing directory gets a probe file, a missing one its nearest
+    existing parent."""
+    import tempfile
+
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            return "no existing parent directory"
+        probe = probe.parent
+    if not probe.is_dir():
+        return "is a file, not a directory" if probe == out else f"{probe} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        return f"not writable ({e.strerror or e})" if probe == out else f"cannot be created in {probe} ({e.strerror or e})"
+    return None
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"perfgate: terminated by signal {signum}")
+
+
+def install_sigterm(add_cleanup: Callable[[Callable[[], None]], None]) -> None:
+    """Turn SIGTERM (CI cancellation, ``timeout``, ``kill``) into KeyboardInterrupt, like Ctrl-C, so
+    that pytest finishes the session: fixtures are torn down (engines stopped, servers killed) and
+    the results are written. Only when nobody else handles SIGTERM; ``add_cleanup`` restores it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+            return
+        signal.signal(signal.SIGTERM, _sigterm)
+    except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+        return
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is _sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    add_cleanup(restore)
+
+
+def engine_aliases(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
+    """``--perfgate-engine`` values: the default engine (``NAME``) and the roles (``ROLE=NAME``)."""
+    default: str | None = None
+    aliases: dict[str, str] = {}
+    for v in values or []:
+        if "=" in v:
+            role, _, name = v.partition("=")
+            aliases[role.strip()] = name.strip()
+        else:
+            default = v.strip()
+    return default, aliases
+
+
+def unknown_engines(values: Sequence[str] | None, th: Thresholds) -> str | None:
+    """The first ``--perfgate-engine`` value naming no engine, as a message; None when all exist."""
+    from .config import BUILTIN_ENGINES
+
+    for v in values or []:
+        name = (v.partition("=")[2] if "=" in v else v).strip()
+        if name not in th.engines and name not in BUILTIN_ENGINES:
+            known = ", ".join([*th.engines, *BUILTIN_ENGINES])
+            return f"--perfgate-engine {v}: no [engines.{name}] in {th.path.name} (engines: {known})"
+    return None
+
+
+def no_fallback(th: Thresholds) -> list[str]:
+    """Gates with a threshold but no ``fallback``: allowed (not every target has a plan B yet), but
+    said at the top of every run, and their failures say "fallback: none"."""
+    bare = [g.name for g in th.gates.values() if g.threshold is not None and not g.fallbacks]
+    if not bare:
+        return []
+    return [f"perfgate: {len(bare)} gate(s) name no fallback plan, so their failures trigger none: {', '.join(bare)}"]
+
+
+def missing_engines(th: Thresholds, aliases: Mapping[str, str],
+                    tests: Sequence[tuple[str, str | None]]) -> tuple[str, frozenset[str]] | None:
+    """Can the engines the selected tests use start here? ``tests``: (test id, its one engine, or
+    None: any engine, those of thresholds.toml, else the built-in ones). A missing vLLM, tokenizers,
+    transformers (or CUDA for a GPU engine): (the one-line message with the command that fixes it,
+    the test ids it stops); None when nothing is missing."""
+    from .config import BUILTIN_ENGINES
+    from .contract import EngineError
+    from .engines.manager import EngineManager, uses_embedded
+    from .requirements import check
+
+    wanted: dict[str, list[str]] = {}  # engine name -> test ids
+    for nodeid, one in tests:
+        for n in [one] if one is not None else [*th.engines] or [*BUILTIN_ENGINES]:
+            wanted.setdefault(n, []).append(nodeid)
+
+    mgr = EngineManager(th.engines, dict(aliases))
+    specs = []
+    for n in wanted:
+        try:
+            spec = mgr.spec(n)
+        except EngineError:
+            continue  # an unknown engine: the fixture says so
+        specs.append((n, spec.kind, spec.args, uses_embedded(dict(spec.args))))
+    missing = check(specs)
+    if missing is None:
+        return None
+    return missing.message(), frozenset(i for n in missing.engines for i in wanted[n])
