@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,7 +45,6 @@ PARAMS: dict[str, Any] = {
     "weight_decay": 0.05,
     "seed": 0,
 }
-_DONE = "COMPLETE.json"
 
 
 @dataclass(frozen=True)
@@ -75,25 +72,12 @@ def make_encoder(out_dir: Path | None = None, params: Mapping[str, Any] | None =
     p = {**PARAMS, **(params or {})}
     ip = {**imgs.PARAMS, **(images_params or {})}
     digest = params_hash(p, imgs.params_hash(ip))
+    def build(tmp: Path) -> dict[str, Any]:
+        report = train(imgs.load_image_folder(imgs.make_images(out_dir, ip), fine=None), p, tmp)
+        return {"params_hash": digest, "params": p, "images_params": ip, "training": report}
+
     root = Path(out_dir) if out_dir is not None else imgs.cache_root()
-    final = root / f"vision-{digest[:16]}"
-    if (final / _DONE).is_file():
-        return final
-    data = imgs.load_image_folder(imgs.make_images(out_dir, ip), fine=None)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".vision-{digest[:12]}-", dir=root))
-    try:
-        report = train(data, p, tmp)
-        (tmp / _DONE).write_text(json.dumps({"params_hash": digest, "params": p, "images_params": ip,
-                                             "training": report}, indent=1))
-        try:
-            tmp.rename(final)
-        except OSError:
-            if not (final / _DONE).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    return imgs.cached_build(root, f"vision-{digest[:16]}", build)
 
 
 def _config(p: Mapping[str, Any]) -> Any:
@@ -227,7 +211,9 @@ def load_encoder(source: str, dtype: str = "float32", device: str = "cpu") -> En
     info: dict[str, Any] = {"source": source, "model_type": kind, "class": cls.__name__,
                             "image_size": int(vcfg.image_size), "patch_size": int(vcfg.patch_size),
                             "hidden_size": int(vcfg.hidden_size), "layers": int(vcfg.num_hidden_layers)}
-    done = Path(source) / _DONE
+    from .images import DONE
+
+    done = Path(source) / DONE
     if done.is_file():
         info["training"] = json.loads(done.read_text()).get("training")
     return Encoder(model, source, int(vcfg.image_size), mean, std, info)

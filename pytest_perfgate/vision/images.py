@@ -27,7 +27,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ PARAMS: dict[str, Any] = {
 }
 #: Subsets that count as fine-grained when none are named (the generated set's).
 FINE_SUBSETS = ("text", "bars", "trend")
-_DONE = "COMPLETE.json"
+DONE = "COMPLETE.json"  # the manifest of a finished cached directory (cached_build)
 
 
 class ImageSetError(ValueError):
@@ -103,19 +103,30 @@ def make_images(out_dir: Path | None = None, params: Mapping[str, Any] | None = 
     """Generate (or reuse) the image set; returns its ImageFolder root."""
     p = {**PARAMS, **(params or {})}
     digest = params_hash(p)
-    root = Path(out_dir) if out_dir is not None else cache_root()
-    final = root / f"images-{digest[:16]}"
-    if (final / _DONE).is_file():
+
+    def build(tmp: Path) -> dict[str, Any]:
+        _generate(tmp, p)
+        return {"params_hash": digest, "params": p}
+
+    return cached_build(Path(out_dir) if out_dir is not None else cache_root(), f"images-{digest[:16]}", build)
+
+
+def cached_build(root: Path, name: str, build: Callable[[Path], Mapping[str, Any]]) -> Path:
+    """``root/name``, built once and reused: ``build(tmp)`` fills a temporary sibling and returns its
+    manifest, written as COMPLETE.json before the directory is renamed into place (when a concurrent
+    builder finished first, its directory is kept)."""
+    final = root / name
+    if (final / DONE).is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".images-{digest[:12]}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     try:
-        _generate(tmp, p)
-        (tmp / _DONE).write_text(json.dumps({"params_hash": digest, "params": p}, indent=1))
+        manifest = build(tmp)
+        (tmp / DONE).write_text(json.dumps(manifest, indent=1))
         try:
             tmp.rename(final)
         except OSError:
-            if not (final / _DONE).is_file():
+            if not (final / DONE).is_file():
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,8 +22,6 @@ import base64
 import hashlib
 import io
 import json
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,6 @@ from typing import Any
 GENERATOR_VERSION = 1
 PARAMS: dict[str, Any] = {"projector_seed": 3, "vision_feature_layer": -1}
 IMAGE_TOKEN = "<image>"
-_DONE = "COMPLETE.json"
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>\n"
     "{% if m['content'] is string %}{{ m['content'] }}"
@@ -51,22 +48,12 @@ def make_vlm(out_dir: Path | None = None) -> Path:
     lm = make_models(out_dir)
     blob = json.dumps({"v": GENERATOR_VERSION, "p": PARAMS, "tower": tower.name, "lm": lm.params_hash}, sort_keys=True)
     digest = hashlib.sha256(blob.encode()).hexdigest()
-    root = Path(out_dir) if out_dir is not None else imgs.cache_root()
-    final = root / f"vlm-{digest[:16]}"
-    if (final / _DONE).is_file():
-        return final
-    tmp = Path(tempfile.mkdtemp(prefix=f".vlm-{digest[:12]}-", dir=root))
-    try:
+    def build(tmp: Path) -> dict[str, Any]:
         _build(tmp, tower, lm.target)
-        (tmp / _DONE).write_text(json.dumps({"tower": str(tower), "language_model": str(lm.target)}, indent=1))
-        try:
-            tmp.rename(final)
-        except OSError:
-            if not (final / _DONE).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        return {"tower": str(tower), "language_model": str(lm.target)}
+
+    root = Path(out_dir) if out_dir is not None else imgs.cache_root()
+    return imgs.cached_build(root, f"vlm-{digest[:16]}", build)
 
 
 def _build(d: Path, tower: Path, lm_dir: Path) -> None:
