@@ -8,40 +8,7 @@ import pytest
 
 from pytest_perfgate.config import ConfigError, load_thresholds
 
-GOOD = """
-[perfgate]
-confidence = 0.95
-
-[phases.phase1]
-title = "Speculative decoding for long context"
-depends_on = []
-
-[phases.phase2]
-title = "INT8"
-depends_on = ["phase1"]
-
-[fallbacks.tiered_kv_cache]
-title = "Plan A"
-cost = "page swap 30-50 ms"
-doc = "docs/fallbacks.md#tiered-kv-cache"
-
-[engines.plain]
-kind = "vllm"
-model = "m"
-dtype = "float32"
-
-[engines.spec]
-extends = "plain"
-speculative_config = { method = "draft_model", model = "d", num_speculative_tokens = 5 }
-
-[gates.long_context_ttft]
-phase = "phase1"
-metric = "time_to_first_token"
-statistic = "p99"
-max = "150 ms"
-baseline = "320 ms"
-fallback = ["tiered_kv_cache"]
-"""
+GOOD = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "config_good.toml").read_text()
 
 
 def load(tmp_path: Path, text: str) -> object:

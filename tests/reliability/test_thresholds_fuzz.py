@@ -15,65 +15,7 @@ from pytest_perfgate.config import ConfigError, Thresholds, load_thresholds, par
 
 pytest_plugins = ["pytester"]
 
-VALID = """
-[perfgate]
-confidence = 0.95
-inconclusive = "fail"
-max_samples = 5000
-max_seconds = 300
-max_error_rate = "1%"
-
-[phases.phase1]
-title = "Speculative decoding"
-[phases.phase2]
-title = "Vision"
-depends_on = ["phase1"]
-
-[fallbacks.tiered_kv_cache]
-title = "Plan A"
-cost = "30 ms"
-doc = "docs/fallbacks.md#a"
-
-[engines.base]
-kind = "vllm"
-model = "m"
-[engines.spec]
-extends = "base"
-speculative_config = { method = "draft_model", num_speculative_tokens = 3 }
-
-[gates.ttft]
-phase = "phase1"
-metric = "ttft"
-statistic = "p99"
-max = "150 ms"
-baseline = "320 ms"
-fallback = ["tiered_kv_cache"]
-engine = "spec"
-max_error_rate = 0.01
-bands = { "fast" = "10 ms" }
-
-[gates.accept]
-phase = "phase1"
-metric = "acceptance_rate"
-min = "70%"
-
-[gates.speedup]
-phase = "phase2"
-metric = "output_throughput"
-statistic = "mean"
-compare = "ratio"
-runs = ["spec", "base"]
-min = 0.8
-
-[gates.rec]
-phase = "phase2"
-metric = "tpot"
-statistic = "median"
-record_only = true
-
-[params.phase1]
-prompt_tokens = 8000
-"""
+VALID = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "fuzz_valid.toml").read_text()
 
 SCHEMA_KEYS = [
     "perfgate", "phases", "fallbacks", "gates", "engines", "params", "confidence", "inconclusive",

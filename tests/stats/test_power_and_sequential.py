@@ -71,7 +71,7 @@ def test_ttft_p99_with_500_samples_is_passable_and_keeps_its_rate(th: Thresholds
 
 
 def test_unreachable_budget_is_a_usage_error_naming_the_gate(tmp_path: Path, th: Thresholds) -> None:
-    text = (Path(__file__).parent / "conftest.py").read_text().split('TOML = """', 1)[1].split('"""', 1)[0]
+    text = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "stats.toml").read_text()
     p = tmp_path / "thresholds.toml"
     p.write_text(text.replace("max_samples = 500", "max_samples = 200"))
     with pytest.raises(ConfigError, match=r"gates.ttft_p99.*not reachable within max_samples = 200.*>= 299"):

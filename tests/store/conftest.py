@@ -11,45 +11,7 @@ from pytest_perfgate.calib import Script, ScriptedServer
 from pytest_perfgate.config import Thresholds, load_thresholds
 from pytest_perfgate.engines.openai import OpenAIEngine
 
-THRESHOLDS = """
-[phases.p1]
-title = "Phase one"
-[fallbacks.plan_a]
-title = "Plan A"
-cost = "2 weeks"
-doc = "docs/fallbacks.md#plan-a"
-[gates.ttft]
-phase = "p1"
-metric = "ttft"
-statistic = "p90"
-max = "1 s"
-regression = "10%"
-fallback = ["plan_a"]
-[gates.itl]
-phase = "p1"
-metric = "itl"
-statistic = "p50"
-max = "500 ms"
-[gates.acc]
-phase = "p1"
-metric = "acceptance_rate"
-statistic = "rate"
-min = "20%"
-regression = "5%"
-[gates.speedup]
-phase = "p1"
-metric = "e2e"
-statistic = "p50"
-compare = "ratio"
-runs = ["fast", "slow"]
-max = "1.2"
-[gates.lat]
-phase = "p1"
-metric = "ttft"
-statistic = "p90"
-max = "150 ms"
-regression = "10%"
-"""
+THRESHOLDS = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "store.toml").read_text()
 
 
 def thresholds_at(tmp: Path, text: str = THRESHOLDS) -> Thresholds:
