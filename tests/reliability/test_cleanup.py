@@ -48,19 +48,9 @@ def test_long(perfgate_engine, perfgate_engines):
 """
 
 
-def _listening_of(tag: str) -> list[int]:
-    """Loopback ports in LISTEN state owned by processes carrying the tag."""
-    psutil = pytest.importorskip("psutil")
-    pids = {int(p.split(":")[0]) for p in tagged_processes(tag)}
-    return sorted(c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.pid in pids)
-
-
-@pytest.mark.needs_engine
-def test_sigint_mid_measurement_leaves_nothing_behind(pytester: pytest.Pytester) -> None:
-    port = closed_port()
-    tag = uuid.uuid4().hex
-    tmp = Path(tempfile.mkdtemp(prefix="reliability-tmp-"))
-    pytester.makefile(".toml", thresholds=f"""
+def _server_thresholds(port: int, startup_timeout: float) -> str:
+    """One gate measured on ``srv``, a ``vllm-server`` engine on the tiny target model at ``port``."""
+    return f"""
 [phases.p]
 [gates.ttft]
 phase = "p"
@@ -75,14 +65,34 @@ port = {port}
 dtype = "float32"
 max_model_len = 512
 gpu_memory_utilization = 0.3
-startup_timeout = 300
+startup_timeout = {startup_timeout:.0f}
 env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }}
-""")
+"""
+
+
+def _pytest_process(cwd: Path, tag: str, **env: str) -> subprocess.Popen[str]:
+    """pytest in ``cwd`` as a child process whose processes carry ``tag`` (output on its stdout)."""
+    full = {**os.environ, "PERFGATE_TEST_TAG": tag, "VLLM_CPU_KVCACHE_SPACE": "1", **env}
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s"], cwd=cwd,
+                            env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _listening_of(tag: str) -> list[int]:
+    """Loopback ports in LISTEN state owned by processes carrying the tag."""
+    psutil = pytest.importorskip("psutil")
+    pids = {int(p.split(":")[0]) for p in tagged_processes(tag)}
+    return sorted(c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN" and c.pid in pids)
+
+
+@pytest.mark.needs_engine
+def test_sigint_mid_measurement_leaves_nothing_behind(pytester: pytest.Pytester) -> None:
+    port = closed_port()
+    tag = uuid.uuid4().hex
+    tmp = Path(tempfile.mkdtemp(prefix="reliability-tmp-"))
+    pytester.makefile(".toml", thresholds=_server_thresholds(port, 300))
     pytester.makepyfile(test_engine=TESTS)
     assert tagged_processes(tag) == [] and not listening(port)
-    env = {**os.environ, "PERFGATE_TEST_TAG": tag, "TMPDIR": str(tmp), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s"], cwd=pytester.path,
-                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = _pytest_process(pytester.path, tag, TMPDIR=str(tmp))
     try:
         t = time.monotonic()
         while not (pytester.path / "measuring").exists():
@@ -134,28 +144,9 @@ def test_sigkilled_pytest_leaves_no_server_behind(pytester: pytest.Pytester, tmp
     port = closed_port()
     tag = uuid.uuid4().hex
     servers = tmp_path / "servers"
-    pytester.makefile(".toml", thresholds=f"""
-[phases.p]
-[gates.ttft]
-phase = "p"
-metric = "ttft"
-statistic = "mean"
-max = "60 s"
-
-[engines.srv]
-kind = "vllm-server"
-model = "embedded:target"
-port = {port}
-dtype = "float32"
-max_model_len = 512
-gpu_memory_utilization = 0.3
-startup_timeout = {scaled(300):.0f}
-env = {{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }}
-""")
+    pytester.makefile(".toml", thresholds=_server_thresholds(port, scaled(300)))
     pytester.makepyfile(test_sleeper=SLEEPER)
-    env = {**os.environ, "PERFGATE_TEST_TAG": tag, "PERFGATE_SERVER_DIR": str(servers), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s"], cwd=pytester.path,
-                            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = _pytest_process(pytester.path, tag, PERFGATE_SERVER_DIR=str(servers))
     def server_group() -> list[str]:  # vLLM renames its processes, which may hide their environment
         recs = [json.loads(f.read_text()) for f in servers.glob("srv-*.json")]
         return [f"{p}: {_cmdline(p)}" for r in recs for p in procguard.group_members(int(r["pgid"]))]
