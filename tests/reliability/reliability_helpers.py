@@ -36,6 +36,11 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def one_gate(gate: str = "g", statistic: str = "p50", limit: str = "1 s") -> str:
+    """A thresholds document: phase ``p`` with one TTFT gate (append engine tables to it)."""
+    return f'[phases.p]\n[gates.{gate}]\nphase = "p"\nmetric = "ttft"\nstatistic = "{statistic}"\nmax = "{limit}"\n'
+
+
 def tiny_server_args(model: str, **extra: Any) -> dict[str, Any]:
     """A small, fast-starting vLLM server on the tiny target model (no speculation)."""
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from reliability_helpers import one_gate
 
 from pytest_perfgate.samples import Proportion, SampleError, as_data, make_samples
 
@@ -53,14 +54,7 @@ def test_as_data_rejects(value: object) -> None:
 
 
 def test_nan_through_the_plugin_fails_the_test_with_the_message(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".toml", thresholds="""
-[phases.p]
-[gates.g]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "1 s"
-""")
+    pytester.makefile(".toml", thresholds=one_gate())
     pytester.makepyfile(test_x="""
         import pytest
         @pytest.mark.gate("g")

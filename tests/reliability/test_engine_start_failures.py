@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from reliability_helpers import perfgate_temp_files, tagged_processes
+from reliability_helpers import one_gate, perfgate_temp_files, tagged_processes
 
 from pytest_perfgate.timeouts import scaled
 
@@ -30,32 +30,11 @@ def test_failed_engine_starts_through_the_plugin(pytester: pytest.Pytester, monk
     monkeypatch.setenv("TMPDIR", str(tmp))
     env = '{ VLLM_CPU_KVCACHE_SPACE = "1", HF_HUB_OFFLINE = "1" }'
     startup = f"{scaled(200):.0f}"
-    pytester.makefile(".toml", thresholds=f"""
-[phases.p]
-[gates.g]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "1 s"
-
-[engines.nomodel]
-kind = "vllm-server"
-model = "{empty_model}"
-startup_timeout = {startup}
-env = {env}
-
-[engines.busy]
-kind = "vllm-server"
-model = "embedded:target"
-port = {busy_port}
-max_model_len = 512
-startup_timeout = {startup}
-env = {env}
-
-[engines.badarg]
-kind = "vllm"
-model = "embedded:target"
-no_such_arg = 1
+    pytester.makefile(".toml", thresholds=one_gate() + f"""
+[engines]
+nomodel = {{ kind = "vllm-server", model = "{empty_model}", startup_timeout = {startup}, env = {env} }}
+busy = {{ kind = "vllm-server", model = "embedded:target", port = {busy_port}, max_model_len = 512, startup_timeout = {startup}, env = {env} }}
+badarg = {{ kind = "vllm", model = "embedded:target", no_such_arg = 1 }}
 """)
     pytester.makepyfile(test_engines="""
         import pytest
