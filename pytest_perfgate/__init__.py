@@ -44,7 +44,7 @@ _LAZY = {
     "Engine": ("contract", "Engine"),
     "EngineError": ("contract", "EngineError"),
     "pool": ("samples", "pool"),
-    "workload": ("workload", "workload"),
+    "workload": ("params", "workload"),
     "prompts": ("load.prompts", ""),  # the module: prompts.exact_length_prompts(...), prompts.math_prompts(...)
 }
 
@@ -59,12 +59,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .load import prompts
     from .load.result import RunResult
     from .load.schedule import LoadConfig
+    from .params import workload
     from .runs import Runs
     from .samples import Proportion, SampleError, Samples, make_proportion, make_samples, pool
     from .sequential import sample_until_decided
     from .session import Perfgate
     from .verdict import Verdict, evaluate
-    from .workload import workload
 
 
 def __getattr__(name: str) -> Any:

@@ -99,7 +99,9 @@ class Engines:
 
         cfg = config if config is not None else LoadConfig()
         eng = self.get(engine)
-        warm = warmup_prompts(requests, cfg.warmup, eng.tokenizer()) if cfg.warmup else None
+        # token-id prompts get token-id warm-ups of an exact length (the engine's tokenizer), text prompts text
+        tok = eng.tokenizer() if cfg.warmup and requests and isinstance(requests[0].prompt, tuple) else None
+        warm = warmup_prompts(requests, cfg.warmup, tok) if cfg.warmup else None
         run = run_load(eng, requests, cfg, progress_printer(self._logged.say, eng.name), stop, slos=slos, warmup=warm)
         if keep_as is not None:
             self.runs.keep(keep_as, run, requests)
