@@ -24,14 +24,26 @@ _ROLE_DELTA = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":
 
 @dataclass(frozen=True)
 class Answer:
+    """What to send (``tokens``: the output tokens of each chunk) and the ground-truth record, which
+    also holds the request's id, its prompt tokens and when its body was read."""
+
     chat: bool
-    rid: str
     req: Mapping[str, Any]
     script: Script
-    tokens: list[int]  # output tokens of each chunk
-    prompt_tokens: int
-    received_ns: int  # request body read
+    tokens: list[int]
     truth: dict[str, Any]
+
+    @property
+    def rid(self) -> str:
+        return str(self.truth["id"])
+
+    @property
+    def prompt_tokens(self) -> int:
+        return int(self.truth["prompt_tokens"])
+
+    @property
+    def received_ns(self) -> int:
+        return int(self.truth["received_ns"])
 
 
 def count_prompt(req: Mapping[str, Any], chat: bool) -> int:

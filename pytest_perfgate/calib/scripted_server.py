@@ -241,7 +241,7 @@ class ScriptedServer:
                 "prompt_tokens": prompt_tokens,
             }
             self._truth.append(truth)
-        return Answer(chat, rid, req, script, script.chunk_tokens(max_tokens), prompt_tokens, received_ns, truth)
+        return Answer(chat, req, script, script.chunk_tokens(max_tokens), truth)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

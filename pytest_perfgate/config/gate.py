@@ -8,18 +8,9 @@ from typing import Any
 
 from .. import metrics as metric_names
 from ..units import Quantity
+from . import model
 from .checker import Checker
-from .model import (
-    BUILTIN_ENGINES,
-    COMPARE_KINDS,
-    STATISTICS_HELP,
-    EngineSpec,
-    Fallback,
-    Gate,
-    Phase,
-    Settings,
-    Statistic,
-)
+from .model import EngineSpec, Fallback, Gate, Phase, Settings, Statistic
 
 GATE_KEYS = {
     "phase", "metric", "statistic", "max", "min", "baseline", "fallback", "compare", "runs",
@@ -127,7 +118,7 @@ def _metric(c: Checker, tn: str, t: Mapping[str, Any]) -> metric_names.Metric:
 def _statistic(c: Checker, tn: str, t: Mapping[str, Any], dimension: str) -> Statistic:
     stext = c.string(t, "statistic", tn, "rate" if dimension == "fraction" else "")
     if not stext:
-        raise c.err(tn, "statistic", f"missing (use {STATISTICS_HELP})")
+        raise c.err(tn, "statistic", f"missing (use {model.STATISTICS_HELP})")
     try:
         return Statistic.parse(stext)
     except ValueError as e:
@@ -136,8 +127,8 @@ def _statistic(c: Checker, tn: str, t: Mapping[str, Any], dimension: str) -> Sta
 
 def _comparison(c: Checker, tn: str, t: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
     compare = t.get("compare")
-    if compare is not None and compare not in COMPARE_KINDS:
-        raise c.err(tn, "compare", f"must be one of {', '.join(COMPARE_KINDS)}, got {compare!r}")
+    if compare is not None and compare not in model.COMPARE_KINDS:
+        raise c.err(tn, "compare", f"must be one of {', '.join(model.COMPARE_KINDS)}, got {compare!r}")
     runs = c.names(t, "runs", tn)
     if compare and runs and len(runs) != 2:
         raise c.err(tn, "runs", f"a {compare} gate compares exactly two runs (treatment, reference), got {list(runs)}")
@@ -176,8 +167,8 @@ def _bands(c: Checker, tn: str, t: Mapping[str, Any], dims: _Dims) -> tuple[tupl
 
 def _engine(c: Checker, tn: str, t: Mapping[str, Any], engines: Mapping[str, EngineSpec]) -> str | None:
     eng = t.get("engine")
-    if eng is not None and (not isinstance(eng, str) or (eng not in engines and eng not in BUILTIN_ENGINES)):
-        known = ", ".join([*engines, *(b for b in BUILTIN_ENGINES if b not in engines)])
+    if eng is not None and (not isinstance(eng, str) or (eng not in engines and eng not in model.BUILTIN_ENGINES)):
+        known = ", ".join([*engines, *(b for b in model.BUILTIN_ENGINES if b not in engines)])
         raise c.err(tn, "engine", f"unknown engine {eng!r} (engines: {known})")
     return eng
 

@@ -36,25 +36,9 @@ nomodel = {{ kind = "vllm-server", model = "{empty_model}", startup_timeout = {s
 busy = {{ kind = "vllm-server", model = "embedded:target", port = {busy_port}, max_model_len = 512, startup_timeout = {startup}, env = {env} }}
 badarg = {{ kind = "vllm", model = "embedded:target", no_such_arg = 1 }}
 """)
-    pytester.makepyfile(test_engines="""
-        import pytest
-
-        @pytest.mark.engine("nomodel")
-        def test_a(perfgate_engine):
-            pass
-
-        @pytest.mark.engine("nomodel")
-        def test_b(perfgate_engine):
-            pass
-
-        @pytest.mark.engine("busy")
-        def test_c(perfgate_engine):
-            pass
-
-        @pytest.mark.engine("badarg")
-        def test_d(perfgate_engine):
-            pass
-    """)
+    uses = {"a": "nomodel", "b": "nomodel", "c": "busy", "d": "badarg"}  # test_X starts engine uses[X]
+    pytester.makepyfile(test_engines="import pytest\n" + "".join(
+        f'\n@pytest.mark.engine("{e}")\ndef test_{t}(perfgate_engine):\n    pass\n' for t, e in uses.items()))
     try:
         r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rfE", timeout=scaled(600))
     finally:
