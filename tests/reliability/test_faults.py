@@ -30,27 +30,7 @@ from pytest_perfgate.verdict import evaluate
 
 pytest_plugins = ["pytester"]
 
-TOML = """
-[phases.p]
-[fallbacks.plan]
-title = "Plan A"
-[gates.ttft]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "10 s"
-fallback = ["plan"]
-[gates.tolerant]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "10 s"
-max_error_rate = "50%"
-[gates.errors]
-phase = "p"
-metric = "error_rate"
-max = "0%"
-"""
+TOML = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "faults.toml").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +46,17 @@ def make_engine(url: str, timeout: float = 2.0, transport: str = "auto") -> Any:
 
 def req(fault: dict[str, Any] | None = None, max_tokens: int = 8) -> Request:
     return Request("one two three", max_tokens, extra={"perfgate": fault} if fault else {})
+
+
+def run_hanging(url: str, config: LoadConfig) -> tuple[RunResult, float]:
+    """A run against a server that accepts and never answers (0.5 s per-request timeout), and its seconds."""
+    eng = make_engine(url, timeout=0.5)
+    try:
+        t = time.monotonic()
+        run = run_load(eng, [req({"fault": "hang"})], config)
+        return run, time.monotonic() - t
+    finally:
+        eng.stop()
 
 
 def check_error_verdict(th: Thresholds, run: RunResult, cause: str) -> None:
@@ -199,14 +190,8 @@ def test_mixed_faults_run_continues_gate_lists_every_cause(scripted: ScriptedSer
 def test_hanging_server_per_request_timeout_and_run_budget(scripted: ScriptedServer, th: Thresholds) -> None:
     """A server that accepts and never answers: each request times out, the run stops at its
     time budget (not at its request budget), every record says why."""
-    eng = make_engine(scripted.base_url, timeout=0.5)
-    try:
-        t = time.monotonic()
-        run = run_load(eng, [req({"fault": "hang"})],
-                       LoadConfig(mode="concurrency", concurrency=2, num_requests=10_000, max_seconds=1.5))
-        took = time.monotonic() - t
-    finally:
-        eng.stop()
+    run, took = run_hanging(scripted.base_url, LoadConfig(mode="concurrency", concurrency=2, num_requests=10_000,
+                                                         max_seconds=1.5))
     assert 1.4 < took < 1.5 + 0.5 + scaled(1.5)  # budget + one per-request timeout + slack
     n = len(run.measured)
     assert 4 <= n <= 10
@@ -215,14 +200,7 @@ def test_hanging_server_per_request_timeout_and_run_budget(scripted: ScriptedSer
 
 
 def test_open_loop_run_budget_with_hanging_server(scripted: ScriptedServer, th: Thresholds) -> None:
-    eng = make_engine(scripted.base_url, timeout=0.5)
-    try:
-        t = time.monotonic()
-        run = run_load(eng, [req({"fault": "hang"})],
-                       LoadConfig(mode="poisson", rate=20, num_requests=10_000, max_seconds=1.0))
-        took = time.monotonic() - t
-    finally:
-        eng.stop()
+    run, took = run_hanging(scripted.base_url, LoadConfig(mode="poisson", rate=20, num_requests=10_000, max_seconds=1.0))
     assert took < 1.0 + 0.5 + scaled(1.5)
     assert len(run.measured) >= 5
     check_error_verdict(th, run, "timeout")
@@ -232,11 +210,8 @@ def test_all_failed_run_through_the_plugin_is_a_clear_failure(pytester: pytest.P
     """Every request fails: the test fails with the causes counted, decisions.json and gates.xml
     say error/failed, nothing says pass or inconclusive."""
     pytester.makefile(".toml", thresholds=TOML + f"""
-[engines.srv]
-kind = "openai"
-base_url = "{scripted.base_url}"
-model = "scripted"
-timeout = 5
+[engines]
+srv = {{ kind = "openai", base_url = "{scripted.base_url}", model = "scripted", timeout = 5 }}
 """)
     pytester.makepyfile(test_run="""
         import pytest
@@ -308,15 +283,9 @@ def test_gate_tests_that_fail_without_a_verdict_record_an_error(pytester: pytest
     """An engine that can't start, a measurement that raises (every request refused): the gate gets
     an "error" verdict with the cause and the phase is failed -- not "passed" for lack of data."""
     pytester.makefile(".toml", thresholds=TOML + f"""
-[engines.nokey]
-kind = "openai"
-base_url = "http://127.0.0.1:{closed_port()}"
-model = "m"
-api_key_env = "PERFGATE_NO_SUCH_VARIABLE"
-[engines.down]
-kind = "openai"
-base_url = "http://127.0.0.1:{closed_port()}"
-model = "m"
+[engines]
+nokey = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model = "m", api_key_env = "PERFGATE_NO_SUCH_VARIABLE" }}
+down = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model = "m" }}
 """)
     pytester.makepyfile(test_x="""
         import pytest
