@@ -4,6 +4,7 @@ definition, the CPU sweep's batch ratio recorded in decisions.json, the CUDA pro
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,26 +15,7 @@ try:
 except ImportError:  # pragma: no cover - torch is in the test environment
     torch = None
 
-THRESHOLDS = """
-[phases.memory]
-[fallbacks.best_allocator_setting]
-title = "Apply the best measured allocator setting"
-[gates.frag]
-phase = "memory"
-metric = "fragmentation"
-statistic = "value"
-max = "99.9%"
-single = true
-params = { definition = "reserved" }
-fallback = ["best_allocator_setting"]
-[gates.batch]
-phase = "memory"
-metric = "value"
-statistic = "p50"
-compare = "ratio"
-runs = ["best_setting", "default"]
-min = 2.0
-"""
+THRESHOLDS = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "memory.toml").read_text()
 
 TESTS = """
 import numpy as np
