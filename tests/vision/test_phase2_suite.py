@@ -46,10 +46,7 @@ def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, quant: str
     text = text.replace("[params.phase2.embedded]", "[params.phase2.embedded_main_job]")
     budgets = BUDGETS.format(quant=quant, paths=", ".join(f'"{p}"' for p in paths))
     pytester.makefile(".toml", thresholds=text + budgets)
-    dst = pytester.path / "perf_tests"
-    dst.mkdir()
-    for f in (ROOT / "perf_tests").glob("*.py"):
-        shutil.copy(f, dst / f.name)
+    shutil.copytree(ROOT / "perf_tests", pytester.path / "perf_tests", ignore=shutil.ignore_patterns("__pycache__"))
     (pytester.path / "docs").mkdir()
 
 
