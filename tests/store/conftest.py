@@ -35,5 +35,7 @@ def server() -> Iterator[ScriptedServer]:
 def engine(server: ScriptedServer) -> Iterator[OpenAIEngine]:
     eng = OpenAIEngine("scripted", {"base_url": server.base_url, "model": "scripted", "timeout": 10})
     eng.start()
-    yield eng
-    eng.stop()
+    try:
+        yield eng
+    finally:
+        eng.stop()
