@@ -15,7 +15,7 @@ Runs the scripted server (:mod:`pytest_perfgate.calib.scripted_server`) in a *se
 * gate evaluation time on 1,000,000 samples and the plugin's added ``pytest --help`` start-up.
 
 One table, ratios ours / vLLM's. ``python benchmarks/bench_client.py [--quick] [--uvloop]``.
-All client work runs on the engine loop thread (:func:`pytest_perfgate.engines.base.run_sync`).
+All client work runs on the engine loop thread (:func:`pytest_perfgate.contract.run_sync`).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class OursClient:
         self.engine.start()
 
     async def batch(self, specs: Sequence[tuple[str, int, dict[str, Any]]]) -> Run:
-        from pytest_perfgate.load.records import Request, RequestRecord
+        from pytest_perfgate.contract import Request, RequestRecord
 
         reqs = [Request(prompt="hello", max_tokens=m, extra={"perfgate": {**s, "id": i}}) for i, m, s in specs]
         recs = [RequestRecord(index=k) for k in range(len(reqs))]
@@ -142,7 +142,7 @@ class OursClient:
 
     async def request_for_lag(self, i: int) -> int:
         """Send one short request; return the client's send stamp."""
-        from pytest_perfgate.load.records import Request, RequestRecord
+        from pytest_perfgate.contract import Request, RequestRecord
 
         rec = RequestRecord(index=i)
         await self.engine.generate(Request(prompt="hi", max_tokens=2, extra={"perfgate": {"ttft": 0.001, "itl": 0.001}}),
@@ -206,7 +206,7 @@ class VllmClient:
         return int(round(o.start_time * 1e9))
 
     def close(self) -> None:
-        from pytest_perfgate.engines.base import run_sync
+        from pytest_perfgate.contract import run_sync
 
         if self.session is not None:
             run_sync(self.session.close())
@@ -214,7 +214,7 @@ class VllmClient:
 
 # -- measurements -----------------------------------------------------------------------------
 def run_batch(client: Any, specs: Sequence[tuple[str, int, dict[str, Any]]]) -> Run:
-    from pytest_perfgate.engines.base import run_sync
+    from pytest_perfgate.contract import run_sync
 
     return run_sync(client.batch(specs))
 
@@ -260,7 +260,7 @@ def timestamp_error(client: Any, srv: ServerProcess, n: int, chunks: int, itl: f
 
 
 def lag_ours_runner(client: OursClient, rate: float, n: int) -> np.ndarray:
-    from pytest_perfgate.load.records import Request
+    from pytest_perfgate.contract import Request
     from pytest_perfgate.load.runner import run_load
     from pytest_perfgate.load.schedule import LoadConfig
 
@@ -274,7 +274,7 @@ def lag_sleep_loop(client: Any, rate: float, n: int, precise: bool = False) -> n
 
     ``precise``: sleep to 1 ms before the target, then yield (``sleep(0)``) until it is reached.
     """
-    from pytest_perfgate.engines.base import run_sync
+    from pytest_perfgate.contract import run_sync
 
     rng = np.random.default_rng(1)
     offs = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])

@@ -54,7 +54,7 @@ def _run_pipeline(perfgate_engines: Any, role: str, vision: Any, phase2: dict[st
     """The pipeline ``role`` ("quantized" / "fp16"): ``[params.phase2] <role>`` names an engine of
     thresholds.toml; without it, the embedded tiny LLaVA on transformers (vision tower quantized
     with ``vision_quant`` for "quantized", the reference dtype for "fp16")."""
-    from pytest_perfgate.engines.base import create
+    from pytest_perfgate.engines.registry import create
     from pytest_perfgate.load.runner import run_load
     from pytest_perfgate.progress import progress_printer
     from pytest_perfgate.vision.vlm import make_vlm

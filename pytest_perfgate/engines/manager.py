@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import EngineSpec
-from ..progress import progress_printer
-from . import base
+from ..contract import Engine, EngineError
+from ..device import cpu_only
+from . import registry
 
 EMBEDDED_PREFIX = "embedded:"
 
@@ -52,7 +53,7 @@ def resolve_embedded(value: Any, models: Callable[[], Any]) -> Any:
         key = value[len(EMBEDDED_PREFIX) :]
         path = getattr(ms, key, None)
         if path is None:
-            raise base.EngineError(f"unknown embedded model {value!r} (target, draft, draft_independent, tokenizer)")
+            raise EngineError(f"unknown embedded model {value!r} (target, draft, draft_independent, tokenizer)")
         return str(path)
     if isinstance(value, Mapping):
         return {k: resolve_embedded(v, models) for k, v in value.items()}
@@ -78,10 +79,9 @@ class EngineManager:
     specs: Mapping[str, EngineSpec]
     aliases: Mapping[str, str] = field(default_factory=dict)  # --perfgate-engine ROLE=NAME
     say: Callable[[str], None] = print
-    _live: base.Engine | None = None
+    live: Engine | None = field(default=None, init=False)  # the one started engine
     _failed: dict[str, str] = field(default_factory=dict)
     _models: Any = None
-    starts: list[tuple[str, float]] = field(default_factory=list)  # (name, seconds to start)
 
     def spec(self, name: str) -> EngineSpec:
         real = self.aliases.get(name, name)
@@ -90,7 +90,7 @@ class EngineManager:
         if real in EMBEDDED:
             return EMBEDDED[real]
         known = sorted({*self.specs, *EMBEDDED})
-        raise base.EngineError(f"unknown engine {real!r}: define [engines.{real}] in thresholds.toml (engines: {', '.join(known)})")
+        raise EngineError(f"unknown engine {real!r}: define [engines.{real}] in thresholds.toml (engines: {', '.join(known)})")
 
     def is_embedded(self, name: str) -> bool:
         """Does engine ``name`` run the tiny generated models (the CPU default)?"""
@@ -112,18 +112,14 @@ class EngineManager:
             args = resolve_embedded(args, self.models)
         return args
 
-    @property
-    def live(self) -> base.Engine | None:
-        return self._live
-
-    def get(self, name: str) -> base.Engine:
+    def get(self, name: str) -> Engine:
         spec = self.spec(name)
         if spec.name in self._failed:
-            raise base.EngineError(self._failed[spec.name])
-        if self._live is not None and self._live.name == spec.name:
-            return self._live
-        if self._live is not None:
-            self.say(f"perfgate: stopping engine {self._live.name!r} before starting {spec.name!r} "
+            raise EngineError(self._failed[spec.name])
+        if self.live is not None and self.live.name == spec.name:
+            return self.live
+        if self.live is not None:
+            self.say(f"perfgate: stopping engine {self.live.name!r} before starting {spec.name!r} "
                      "(engines never run side by side)")
             self.stop()
         self.say(f"perfgate: starting engine {spec.name!r} ({spec.kind})")
@@ -140,52 +136,24 @@ class EngineManager:
                     os.environ.setdefault(k, v)
                 if spec.kind == "vllm":
                     args = start_args
-            engine = base.create(spec.name, spec.kind, args)
+            engine = registry.create(spec.name, spec.kind, args)
             engine.start()
-        except base.EngineError as e:
+        except EngineError as e:
             self._failed[spec.name] = f"engine {spec.name!r} failed to start: {e}"
-            raise base.EngineError(self._failed[spec.name]) from None
+            raise EngineError(self._failed[spec.name]) from None
         except Exception as e:  # the engine's own failure, reported once for every test that needs it
             self._failed[spec.name] = f"engine {spec.name!r} failed to start: {type(e).__name__}: {e}"
-            raise base.EngineError(self._failed[spec.name]) from None
+            raise EngineError(self._failed[spec.name]) from None
         dt = time.perf_counter() - t
-        self.starts.append((spec.name, dt))
         self.say(f"perfgate: engine {spec.name!r} ready in {dt:.1f} s")
-        self._live = engine
+        self.live = engine
         return engine
 
-    def run(
-        self,
-        name: str,
-        requests: Any,
-        config: Any,
-        *,
-        stop: Callable[[Any], bool] | None = None,
-        slos: Mapping[str, float] | None = None,
-    ) -> Any:
-        """Start (or reuse) engine ``name`` and run ``config`` with progress lines; a RunResult."""
-        from ..load.runner import run_load
-
-        engine = self.get(name)
-        return run_load(engine, requests, config, progress_printer(self.say, engine.name), stop, slos=slos)
-
     def stop(self) -> None:
-        eng, self._live = self._live, None
+        eng, self.live = self.live, None
         if eng is not None:
             eng.stop()
 
     def close(self) -> None:
         self.stop()
-
-
-def cpu_only() -> bool:
-    """True when no CUDA device is visible (the CPU backend of vLLM)."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
-        return True
-    try:
-        import torch
-
-        return not torch.cuda.is_available()
-    except Exception:
-        return True
 

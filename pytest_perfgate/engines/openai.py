@@ -46,8 +46,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from ..load.records import Request, RequestRecord
-from .base import Clock, EngineError, run_sync
+from ..contract import Clock, EngineError, Request, RequestRecord, run_sync
 from .rawhttp import ConnectError, Exchange, RawClient, RawHTTPError
 
 try:  # optional: a typed decoder is ~2x faster than orjson + dict lookups per chunk

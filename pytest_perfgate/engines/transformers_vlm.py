@@ -24,8 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..load.records import Request, RequestRecord
-from .base import Clock, EngineError, redact_args
+from ..contract import Clock, EngineError, Request, RequestRecord
+from ..redaction import redact_args
 
 KIND = "transformers-vlm"
 _KEYS = {"model", "vision_quant", "dtype", "device", "threads"}
@@ -191,7 +191,7 @@ class TransformersVLMEngine:
     def info(self) -> dict[str, Any]:
         import transformers
 
-        from .vllm_inproc import device_name
+        from ..device import device_name
 
         return {"name": self.name, "kind": KIND, "transformers_version": transformers.__version__,
                 "model": self.args.get("model"), "args": redact_args(dict(self.args)),

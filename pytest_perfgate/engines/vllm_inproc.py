@@ -5,7 +5,7 @@ The arguments are vLLM's own engine arguments (``AsyncEngineArgs`` fields: ``mod
 ``enable_prefix_caching``, ``max_model_len``, ``dtype``, ...), passed through unchanged. An unknown
 or invalid one raises :class:`EngineError` naming the key and carrying vLLM's own message.
 
-Everything asynchronous runs on the shared engine loop (:data:`base.LOOP`): ``AsyncLLM`` is
+Everything asynchronous runs on the shared engine loop (:data:`pytest_perfgate.contract.LOOP`): ``AsyncLLM`` is
 created inside a coroutine on that loop so its output handler binds to it.
 """
 
@@ -17,8 +17,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..load.records import Request, RequestRecord
-from .base import Clock, EngineError, redact_args, run_sync
+from ..contract import Clock, EngineError, Request, RequestRecord, run_sync
+from ..device import device_name
+from ..redaction import redact_args
 
 KIND = "vllm"
 _ids = itertools.count()
@@ -308,18 +309,6 @@ def _series(name: str, labels: Mapping[str, str]) -> str:
         return name
     inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     return f"{name}{{{inner}}}"
-
-
-def device_name() -> str:
-    """``"cpu"`` or the CUDA device name."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return str(torch.cuda.get_device_name(0))
-    except Exception:
-        pass
-    return "cpu"
 
 
 def _empty_device_cache() -> None:

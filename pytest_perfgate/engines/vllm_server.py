@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..load.records import Request, RequestRecord
+from ..contract import Clock, EngineError, Request, RequestRecord
+from ..redaction import redact_args, redact_command
 from . import procguard
-from .base import Clock, EngineError, redact_args, redact_command
 
 KIND = "vllm-server"
 OWN_KEYS = frozenset({"startup_timeout", "env", "api", "request_timeout", "continuous_usage_stats"})
@@ -232,7 +232,7 @@ class VLLMServerEngine:
         return {} if self._client is None else dict(await self._client.counters())
 
     def info(self) -> dict[str, Any]:
-        from .vllm_inproc import device_name
+        from ..device import device_name
 
         base = dict(self._client.info()) if self._client is not None else {}
         base.update(

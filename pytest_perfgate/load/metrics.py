@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..contract import RequestRecord
 from ..samples import Proportion
-from .records import RequestRecord
 
 NS = 1_000_000_000
 

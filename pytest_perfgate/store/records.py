@@ -182,7 +182,7 @@ def read_lines(path: Path) -> Iterable[dict[str, Any]]:
 
 def load(path: Path) -> Stored:
     """Read a data file back into run results and evaluable data."""
-    from ..load.records import RequestRecord
+    from ..contract import RequestRecord
     from ..load.result import RunResult
     from ..load.schedule import LoadConfig
     from ..samples import Proportion, Samples

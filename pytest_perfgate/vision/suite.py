@@ -175,7 +175,7 @@ def _why(path: str, ratio: float, batch: int, dev: str) -> str:
 
 def multimodal_requests(s: VisionSetup, n: int, max_tokens: int, seed: int = 0) -> list[Any]:
     """``n`` chat requests, each one eval image (a PNG data URI, at the tower's input size) + a question."""
-    from ..load.records import Request
+    from ..contract import Request
     from .vlm import data_uri, multimodal_messages
 
     rng = np.random.default_rng(seed)

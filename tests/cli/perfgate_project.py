@@ -62,7 +62,7 @@ import os
 import pytest
 from pytest_perfgate.calib import Script, ScriptedServer
 from pytest_perfgate.engines.openai import OpenAIEngine
-from pytest_perfgate.load.records import Request
+from pytest_perfgate.contract import Request
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 

@@ -38,7 +38,7 @@ def test_time_budget(th: Thresholds) -> None:
 
 
 def test_draws_of_failed_runs_end_in_an_error_verdict(th: Thresholds) -> None:
-    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.contract import RequestRecord
     from pytest_perfgate.load.result import RunResult
 
     calls = []
@@ -53,7 +53,7 @@ def test_draws_of_failed_runs_end_in_an_error_verdict(th: Thresholds) -> None:
 
 
 def test_draws_of_good_runs_are_sampled(th: Thresholds) -> None:
-    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.contract import RequestRecord
     from pytest_perfgate.load.result import RunResult
 
     def draw() -> RunResult:

@@ -158,7 +158,7 @@ def test_to_dict_is_json(th: Thresholds) -> None:
 
 
 def test_failed_requests_are_an_error_never_a_pass(th: Thresholds) -> None:
-    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.contract import RequestRecord
     from pytest_perfgate.load.result import RunResult
 
     recs = [RequestRecord(index=i, sent_ns=0, error="connection refused: [Errno 111]") for i in range(5)]

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from pytest_perfgate.engines.base import create, run_sync
+from pytest_perfgate.contract import Request, RequestRecord, run_sync
+from pytest_perfgate.engines.registry import create
 from pytest_perfgate.load.metrics import e2e_ns, itl_ns, ttft_ns
-from pytest_perfgate.load.records import Request, RequestRecord
 from pytest_perfgate.models import ModelSet, make_models
 from pytest_perfgate.timeouts import scaled
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_perfgate.engines.base import create
+from pytest_perfgate.engines.registry import create
 from pytest_perfgate.load.metrics import e2e_ns, itl_ns, ttft_ns
 from pytest_perfgate.load.prompts import dialogue_prompts, exact_length_prompts, shared_prefix_prompts
 from pytest_perfgate.load.runner import run_load

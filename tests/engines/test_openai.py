@@ -7,10 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from pytest_perfgate import contract
 from pytest_perfgate.calib import Script, ScriptedServer
-from pytest_perfgate.engines import base
+from pytest_perfgate.contract import Request, RequestRecord
+from pytest_perfgate.engines import registry
 from pytest_perfgate.engines.openai import OpenAIEngine, parse_prometheus
-from pytest_perfgate.load.records import Request, RequestRecord
 
 TOL_NS = 20_000_000  # client vs server timestamps: generous for loaded CI machines
 
@@ -23,7 +24,7 @@ def server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture()
 def engine(server: ScriptedServer) -> Iterator[OpenAIEngine]:
-    eng = base.create("e", "openai", {"base_url": server.base_url + "/v1", "model": "scripted", "timeout": 2})
+    eng = registry.create("e", "openai", {"base_url": server.base_url + "/v1", "model": "scripted", "timeout": 2})
     assert isinstance(eng, OpenAIEngine)
     eng.start()
     yield eng
@@ -32,7 +33,7 @@ def engine(server: ScriptedServer) -> Iterator[OpenAIEngine]:
 
 def generate(engine: OpenAIEngine, request: Request) -> RequestRecord:
     rec = RequestRecord(index=0)
-    base.run_sync(engine.generate(request, rec, time.perf_counter_ns))
+    contract.run_sync(engine.generate(request, rec, time.perf_counter_ns))
     return rec
 
 
@@ -99,7 +100,7 @@ def test_connection_refused() -> None:
     eng = OpenAIEngine("e", {"base_url": "http://127.0.0.1:9", "model": "m"})
     rec = generate(eng, Request(prompt="x", max_tokens=2))
     assert rec.error is not None and rec.error.startswith("connection refused"), rec.error
-    assert base.run_sync(eng.counters()) == {}
+    assert contract.run_sync(eng.counters()) == {}
     eng.stop()
 
 
@@ -126,17 +127,17 @@ def test_api_key_from_env_is_sent_and_never_shown(monkeypatch: pytest.MonkeyPatc
         assert "wrong" not in rec.error
         eng2.stop()
     monkeypatch.delenv("PERFGATE_TEST_KEY")
-    with pytest.raises(base.EngineError, match="PERFGATE_TEST_KEY"):
+    with pytest.raises(contract.EngineError, match="PERFGATE_TEST_KEY"):
         OpenAIEngine("e", {"base_url": "http://x", "model": "m", "api_key_env": "PERFGATE_TEST_KEY"})
 
 
 def test_counters_and_info(server: ScriptedServer, engine: OpenAIEngine) -> None:
-    before = base.run_sync(engine.counters())
+    before = contract.run_sync(engine.counters())
     rec = generate(engine, Request(prompt=(1, 2, 3), max_tokens=8,
                                    extra={"perfgate": {"tokens_per_chunk": [1, 3, 4], "num_spec_tokens": 3,
                                                        "cached_tokens": 2, "ttft": 0.001}}))
     assert rec.ok, rec.error
-    after = base.run_sync(engine.counters())
+    after = contract.run_sync(engine.counters())
 
     def d(k: str) -> float:
         return after[k] - before.get(k, 0.0)

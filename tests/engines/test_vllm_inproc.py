@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_perfgate.engines.base import EngineError, create, run_sync
-from pytest_perfgate.load.records import Request
+from pytest_perfgate.contract import EngineError, Request, run_sync
+from pytest_perfgate.engines.registry import create
 from pytest_perfgate.models import ModelSet
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_perfgate.config import load_thresholds
+from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.floors import annotate, check
-from pytest_perfgate.load.records import RequestRecord
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.verdict import evaluate
 

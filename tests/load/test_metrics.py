@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load import metrics as m
-from pytest_perfgate.load.records import RequestRecord
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.samples import Proportion, SampleError, Samples

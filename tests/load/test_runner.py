@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_perfgate.calib import Script, ScriptedServer
+from pytest_perfgate.contract import Request
 from pytest_perfgate.engines.openai import OpenAIEngine
-from pytest_perfgate.load.records import Request
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig

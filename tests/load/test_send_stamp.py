@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 from pytest_perfgate.calib import Script, ScriptedServer
+from pytest_perfgate.contract import Request
 from pytest_perfgate.engines.openai import OpenAIEngine
 from pytest_perfgate.load.metrics import queue_ns, ttft_ns
-from pytest_perfgate.load.records import Request
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig, send_offsets_ns
 

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_perfgate.engines import base
+from pytest_perfgate import contract
+from pytest_perfgate.contract import Request, RequestRecord
 from pytest_perfgate.engines.openai import OpenAIEngine, _parse_events, _parse_events_generic
 from pytest_perfgate.engines.rawhttp import Exchange
-from pytest_perfgate.load.records import Request, RequestRecord
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.timeouts import scaled
@@ -72,7 +72,7 @@ def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) 
 
             await asyncio.gather(*(eng.generate(r, rec, time.perf_counter_ns) for r, rec in zip(reqs, recs, strict=True)))
 
-        base.run_sync(go())
+        contract.run_sync(go())
         gt = truth(server_url)
         for k, rec in enumerate(recs):
             assert rec.ok, rec.error

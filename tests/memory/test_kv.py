@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load.kv import KV_USAGE, PREEMPTIONS, SWAPPED, kv_pressure
-from pytest_perfgate.load.records import RequestRecord
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.samples import SampleError
 

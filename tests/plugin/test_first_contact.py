@@ -108,9 +108,10 @@ ENGINE_KIND = """
 import subprocess
 import sys
 
-from pytest_perfgate.engines import base
+from pytest_perfgate import contract
+from pytest_perfgate.engines import registry
 
-base.register("noisy", "conftest:make")
+registry.register("noisy", "conftest:make")
 
 
 class Noisy:
@@ -123,7 +124,7 @@ class Noisy:
         # a real child process writes to the inherited stdout, like vLLM's EngineCore
         subprocess.run([sys.executable, "-c", "for i in range(40): print('engine core line', i)"], check=True)
         print("starting the noisy engine", file=sys.stderr)
-        raise base.EngineError("engine out of memory: tried to allocate 80 GiB")
+        raise contract.EngineError("engine out of memory: tried to allocate 80 GiB")
 
     def stop(self):
         pass

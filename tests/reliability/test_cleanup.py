@@ -27,7 +27,7 @@ pytest_plugins = ["pytester"]
 TESTS = """
 from pathlib import Path
 import pytest
-from pytest_perfgate.load.records import Request
+from pytest_perfgate.contract import Request
 from pytest_perfgate.load.schedule import LoadConfig
 
 PROMPT = tuple(range(10, 74))

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from reliability_helpers import closed_port, tiny_server_args
 
+from pytest_perfgate import contract
 from pytest_perfgate.calib import ScriptedServer
 from pytest_perfgate.config import Thresholds, parse_thresholds
-from pytest_perfgate.engines import base
-from pytest_perfgate.load.records import Request
+from pytest_perfgate.contract import Request
+from pytest_perfgate.engines import registry
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
@@ -39,7 +40,7 @@ def th() -> Thresholds:
 
 
 def make_engine(url: str, timeout: float = 2.0, transport: str = "auto") -> Any:
-    eng = base.create("e", "openai", {"base_url": url, "model": "scripted", "timeout": timeout, "transport": transport})
+    eng = registry.create("e", "openai", {"base_url": url, "model": "scripted", "timeout": timeout, "transport": transport})
     eng.start()
     return eng
 
@@ -125,7 +126,7 @@ def test_http_error_body_is_in_the_cause(scripted: ScriptedServer) -> None:
 
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1:1", "nonsense", "http://[::1", "http://127.0.0.1:notaport"])
 def test_bad_base_url_is_an_engine_error(url: str) -> None:
-    from pytest_perfgate.engines.base import EngineError
+    from pytest_perfgate.contract import EngineError
 
     with pytest.raises(EngineError, match=r"\[engines\.\w+\] base_url"):
         make_engine(url, timeout=5)
@@ -159,9 +160,9 @@ def test_unparseable_base_url_is_an_engine_error_not_a_crash() -> None:
     from pytest_perfgate.engines.manager import EngineManager
 
     mgr = EngineManager({"x": EngineSpec("x", "openai", {"base_url": "http://[::1", "model": "m"})}, say=lambda s: None)
-    with pytest.raises(base.EngineError, match="engine 'x' failed to start.*IPv6"):
+    with pytest.raises(contract.EngineError, match="engine 'x' failed to start.*IPv6"):
         mgr.get("x")
-    with pytest.raises(base.EngineError, match="engine 'x' failed to start"):  # cached: not started twice
+    with pytest.raises(contract.EngineError, match="engine 'x' failed to start"):  # cached: not started twice
         mgr.get("x")
 
 
@@ -215,7 +216,7 @@ srv = {{ kind = "openai", base_url = "{scripted.base_url}", model = "scripted", 
 """)
     pytester.makepyfile(test_run="""
         import pytest
-        from pytest_perfgate.load.records import Request
+        from pytest_perfgate.contract import Request
         from pytest_perfgate.load.schedule import LoadConfig
 
         @pytest.mark.gate("ttft")
@@ -246,7 +247,7 @@ def test_vllm_server_killed_mid_run(th: Thresholds) -> None:
     from pytest_perfgate.models import make_models
 
     models = make_models()
-    eng = base.create("victim", "vllm-server", tiny_server_args(str(models.target)))
+    eng = registry.create("victim", "vllm-server", tiny_server_args(str(models.target)))
     eng.start()
     pgid = os.getpgid(eng._proc.pid)
     killed = threading.Event()
@@ -289,7 +290,7 @@ down = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model 
 """)
     pytester.makepyfile(test_x="""
         import pytest
-        from pytest_perfgate.load.records import Request
+        from pytest_perfgate.contract import Request
         from pytest_perfgate.load.schedule import LoadConfig
 
         @pytest.mark.gate("ttft")

@@ -211,7 +211,7 @@ def test_needed_is_conservative_and_will_not_decide_is_gone(th: Thresholds) -> N
 
 
 def test_summary_percentile_is_the_gated_order_statistic(th: Thresholds) -> None:
-    from pytest_perfgate.load.records import RequestRecord
+    from pytest_perfgate.contract import RequestRecord
     from pytest_perfgate.load.result import RunResult
 
     rng = np.random.default_rng(26)

@@ -156,7 +156,7 @@ def test_throughput_ratio_four_requests_a_side(th: Thresholds, cv: float) -> Non
 def test_throughput_ratio_with_run_to_run_effect_ab_ab(th: Thresholds, run_cv: float) -> None:
     """Each run's throughput carries its own factor (run-to-run CV); three interleaved runs a side,
     the run as the unit (the phase-1 default where the budget allows)."""
-    from pytest_perfgate.load.records import RequestRecord  # noqa: F401  (runs may be run results too)
+    from pytest_perfgate.contract import RequestRecord  # noqa: F401  (runs may be run results too)
 
     rng = np.random.default_rng(int(run_cv * 1000))
     trials = 2000

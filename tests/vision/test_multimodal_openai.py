@@ -8,8 +8,8 @@ import json
 import numpy as np
 
 from pytest_perfgate.calib.scripted_server import ScriptedServer
-from pytest_perfgate.engines.base import create
-from pytest_perfgate.load.records import Request
+from pytest_perfgate.contract import Request
+from pytest_perfgate.engines.registry import create
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.vision.vlm import data_uri, decode_data_uri, multimodal_messages
