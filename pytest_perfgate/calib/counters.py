@@ -7,16 +7,19 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Counters:
+    # requests: finished, running now, their prompt and generated tokens
+    requests: int = 0
+    running: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
-    requests: int = 0
+    # speculative decoding: accepted tokens per draft position, drafts, drafted and accepted tokens
+    per_pos: list[int] = field(default_factory=list)
     drafts: int = 0
     draft_tokens: int = 0
     accepted: int = 0
-    per_pos: list[int] = field(default_factory=list)
+    # prefix cache: prompt tokens looked up, and found
     prefix_queries: int = 0
     prefix_hits: int = 0
-    running: int = 0
 
     def prometheus(self, model: str) -> bytes:
         lab = f'model_name="{model}",engine="0"'
