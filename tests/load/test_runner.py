@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -25,11 +25,8 @@ def server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture(scope="module")
-def engine(server: ScriptedServer) -> Iterator[OpenAIEngine]:
-    eng = OpenAIEngine("e", {"base_url": server.base_url, "model": "scripted", "timeout": 5})
-    eng.start()
-    yield eng
-    eng.stop()
+def engine(server: ScriptedServer, openai_engine_on: Callable[..., OpenAIEngine]) -> OpenAIEngine:
+    return openai_engine_on(server, timeout=5)
 
 
 def reqs(n: int = 3, max_tokens: int = 8) -> list[Request]:

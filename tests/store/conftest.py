@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,10 +32,5 @@ def server() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture(scope="module")
-def engine(server: ScriptedServer) -> Iterator[OpenAIEngine]:
-    eng = OpenAIEngine("scripted", {"base_url": server.base_url, "model": "scripted", "timeout": 10})
-    eng.start()
-    try:
-        yield eng
-    finally:
-        eng.stop()
+def engine(server: ScriptedServer, openai_engine_on: Callable[..., OpenAIEngine]) -> OpenAIEngine:
+    return openai_engine_on(server, "scripted", timeout=10)

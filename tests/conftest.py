@@ -1,0 +1,28 @@
+"""Fixtures shared by the test folders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pytest_perfgate.calib import ScriptedServer
+from pytest_perfgate.engines.openai import OpenAIEngine
+
+
+@pytest.fixture(scope="module")
+def openai_engine_on() -> Iterator[Callable[..., OpenAIEngine]]:
+    """``openai_engine_on(server, name="e", **args)``: a started OpenAI engine on a scripted server
+    (``args`` add to base_url and model); every engine started is stopped at the end of the module."""
+    started: list[OpenAIEngine] = []
+
+    def start(server: ScriptedServer, name: str = "e", **args: Any) -> OpenAIEngine:
+        eng = OpenAIEngine(name, {"base_url": server.base_url, "model": "scripted", **args})
+        eng.start()
+        started.append(eng)
+        return eng
+
+    yield start
+    for eng in started:
+        eng.stop()
