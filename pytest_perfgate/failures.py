@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .text import metric_label, op
+
 if TYPE_CHECKING:
     from .verdict import Verdict
 
@@ -24,20 +26,15 @@ class PerfgateWarning(UserWarning):
     """An inconclusive verdict under ``--perfgate-inconclusive=warn``."""
 
 
-_OPS = {("max", "pass"): "<", ("max", "fail"): ">", ("min", "pass"): ">", ("min", "fail"): "<"}
-
-
 def headline(v: Verdict) -> str:
     """One line for the short test summary: the gate, the measured value vs the threshold.
 
     ``gate long_context_ttft: ttft p99 212 ms > max 150 ms``"""
     if v.outcome == "error":
         return f"gate {v.gate}: error: {v.note.split(';')[0]}"
-    what = f"{v.compare} of {v.metric}" if v.compare else v.metric
-    line = f"gate {v.gate}: {what} {v.statistic} {v.fmt(v.observed)}"
+    line = f"gate {v.gate}: {metric_label(v.metric, v.statistic, v.compare)} {v.fmt(v.observed)}"
     if v.direction is not None and v.threshold is not None:
-        met = v.details.get("target_met") == 1.0  # failed on a baseline regression (store/baseline.py)
-        line += f" {_OPS.get((v.direction, 'pass' if met else v.outcome), 'vs')} {v.direction} {v.fmt(v.threshold)}"
+        line += f" {op(v.direction, v.outcome, v.target_met)} {v.direction} {v.fmt(v.threshold)}"
     if v.details.get("baseline_regressed") == 1.0 and "baseline_change" in v.details:
         line += (f", {v.details['baseline_change'] * 100:+.0f}% vs baseline"
                  f" (regression tolerance {v.details.get('baseline_tolerance', 0.0) * 100:.0f}%)")

@@ -8,31 +8,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# where a load run (load/result.py) takes a metric from
+RECORDS = "records"  # per-request samples from the request records
+RUN = "run"  # one run-level rate over the run's duration (a ratio of sums one request at a time)
+COUNTERS = "counters"  # the engine's counters and gauges around the run
+REQUESTS = "requests"  # failed / measured requests
+KV = "kv"  # the KV-pressure summary of the run (load/kv.py)
+
 
 @dataclass(frozen=True)
 class Metric:
+    """One row of the metric table: every per-metric rule reads it (no metric-name lists elsewhere).
+
+    ``dimension`` is the metric's own (a "fraction" metric is shown in % even from plain numbers);
+    ``source`` is where a load run takes it from ("" when a load run does not measure it)."""
+
     name: str
     dimension: str
     description: str
     aliases: tuple[str, ...] = ()
+    source: str = ""
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("ttft", "time", "time to first streamed chunk carrying output", ("time_to_first_token", "prefill_time")),
-    Metric("tpot", "time", "(E2E - TTFT) / (output tokens - 1) per request", ("time_per_output_token",)),
-    Metric("itl", "time", "gap between consecutive streamed chunks, pooled", ("inter_chunk_latency", "inter_token_latency")),
-    Metric("e2e", "time", "send to last chunk", ("e2el", "latency", "e2e_latency", "end_to_end_latency")),
-    Metric("queue_time", "time", "actual send minus scheduled send", ("client_queue_time", "send_lag")),
-    Metric("decode_rate", "token_rate", "(output tokens - 1) / (E2E - TTFT) per request", ("tps", "decode_tps")),
-    Metric("output_throughput", "token_rate", "output tokens / run duration", ("throughput", "output_tps", "tokens_per_second")),
-    Metric("request_throughput", "request_rate", "completed requests / run duration", ("rps",)),
-    Metric("goodput", "request_rate", "requests meeting every SLO per second", ()),
-    Metric("acceptance_rate", "fraction", "accepted / proposed draft tokens", ("acceptance", "draft_acceptance_rate", "spec_acceptance_rate")),
-    Metric("acceptance_length", "number", "1 + accepted / drafts", ("mean_acceptance_length",)),
-    Metric("prefix_cache_hit_rate", "fraction", "prefix cache hits / queries (tokens)", ("cache_hit_rate",)),
-    Metric("kv_cache_usage", "fraction", "KV-cache usage gauge (0-1)", ("kv_cache_usage_perc",)),
-    Metric("preemptions", "number", "requests the engine preempted during a run (KV cache full)", ("num_preemptions",)),
-    Metric("error_rate", "fraction", "failed requests / requests", ("errors",)),
+    Metric("ttft", "time", "time to first streamed chunk carrying output", ("time_to_first_token", "prefill_time"), RECORDS),
+    Metric("tpot", "time", "(E2E - TTFT) / (output tokens - 1) per request", ("time_per_output_token",), RECORDS),
+    Metric("itl", "time", "gap between consecutive streamed chunks, pooled", ("inter_chunk_latency", "inter_token_latency"), RECORDS),
+    Metric("e2e", "time", "send to last chunk", ("e2el", "latency", "e2e_latency", "end_to_end_latency"), RECORDS),
+    Metric("queue_time", "time", "actual send minus scheduled send", ("client_queue_time", "send_lag"), RECORDS),
+    Metric("decode_rate", "token_rate", "(output tokens - 1) / (E2E - TTFT) per request", ("tps", "decode_tps"), RECORDS),
+    Metric("output_throughput", "token_rate", "output tokens / run duration", ("throughput", "output_tps", "tokens_per_second"), RUN),
+    Metric("request_throughput", "request_rate", "completed requests / run duration", ("rps",), RUN),
+    Metric("goodput", "request_rate", "requests meeting every SLO per second", (), RUN),
+    Metric("acceptance_rate", "fraction", "accepted / proposed draft tokens", ("acceptance", "draft_acceptance_rate", "spec_acceptance_rate"), COUNTERS),
+    Metric("acceptance_length", "number", "1 + accepted / drafts", ("mean_acceptance_length",), COUNTERS),
+    Metric("prefix_cache_hit_rate", "fraction", "prefix cache hits / queries (tokens)", ("cache_hit_rate",), COUNTERS),
+    Metric("kv_cache_usage", "fraction", "KV-cache usage gauge (0-1)", ("kv_cache_usage_perc",), COUNTERS),
+    Metric("preemptions", "number", "requests the engine preempted during a run (KV cache full)", ("num_preemptions",), KV),
+    Metric("error_rate", "fraction", "failed requests / requests", ("errors",), REQUESTS),
     Metric("allreduce_time", "time", "per-iteration all-reduce time", ("allreduce_latency",)),
     Metric("busbw", "bandwidth", "bus bandwidth (nccl-tests convention)", ("bus_bandwidth",)),
     Metric("algbw", "bandwidth", "algorithm bandwidth S / t", ("algorithm_bandwidth",)),
@@ -56,3 +69,8 @@ def lookup(name: str) -> Metric | None:
 
 def known_names() -> list[str]:
     return [m.name for m in METRICS]
+
+
+def from_source(source: str) -> tuple[str, ...]:
+    """The metrics a load run takes from ``source`` (``RECORDS``, ``RUN``, ...), in table order."""
+    return tuple(m.name for m in METRICS if m.source == source)

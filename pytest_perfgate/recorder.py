@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .decisions import now_iso
 from .session import FALLBACK_PROPERTY
+from .text import plan_line
 
 if TYPE_CHECKING:
     from .session import RunState
@@ -135,8 +136,7 @@ class Recorder:
             tr.write_line("")
             tr.write_line("triggered fallbacks:")
             for f in triggered:
-                fb = st.thresholds.fallbacks[f]
-                tr.write_line(f"  {f}: {fb.title}" + (f" ({fb.doc})" if fb.doc else "") + (f" [cost: {fb.cost}]" if fb.cost else ""))
+                tr.write_line("  " + plan_line(st.thresholds.fallbacks[f]))
         for t in st.fallback_tests.values():
             tr.write_line(f"fallback test {t['test']}: {t['outcome']}" + (f" ({t['reason']})" if t["reason"] else ""))
         tr.write_line("")

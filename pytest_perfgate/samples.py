@@ -8,7 +8,8 @@ names what was wrong.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -159,9 +160,44 @@ def pool(parts: Iterable[Proportion], label: str = "") -> Proportion:
 
 @runtime_checkable
 class MetricSource(Protocol):
-    """Anything a gate can take its metric from (a load run result, a distributed benchmark...)."""
+    """Anything a gate can take its metric from (a load run, a memory report, a KV-pressure summary)."""
 
     def perfgate_data(self, metric: str) -> Samples | Proportion: ...
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    """The measured requests of one or more runs: how many were sent, how many succeeded (streamed
+    output), and the failed ones by cause (``{"HTTP 500": 3}``). Runs pool with ``+``."""
+
+    measured: int = 0
+    succeeded: int = 0
+    causes: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return sum(self.causes.values())
+
+    def __add__(self, other: RequestCounts) -> RequestCounts:
+        causes = Counter(self.causes)
+        causes.update(other.causes)
+        return RequestCounts(self.measured + other.measured, self.succeeded + other.succeeded, dict(causes))
+
+    def listed(self) -> str:
+        """``"3 x HTTP 500, 1 x timeout"``, most frequent first; "" when none failed."""
+        return ", ".join(f"{n} x {cause}" for cause, n in Counter(self.causes).most_common())
+
+
+@runtime_checkable
+class RequestRun(MetricSource, Protocol):
+    """A measured run of requests (``load.RunResult``): besides its samples, verdicts read its
+    request counts (failed requests count against a gate's error budget) and the engine that
+    served it (every number traces to its engine; physical floors need its hardware)."""
+
+    @property
+    def engine_info(self) -> Mapping[str, Any]: ...
+
+    def request_counts(self) -> RequestCounts: ...
 
 
 Data = Samples | Proportion

@@ -14,7 +14,6 @@ or the draw itself when a draw has no per-request data), with ``1 - c`` split ov
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +22,11 @@ import numpy as np
 
 from .config import Gate, Thresholds
 from .looks import FIRST_LOOK, GROWTH, LookPlan, look_schedule, pass_plan, unreachable_message
-from .samples import MetricSource, Proportion, Samples, make_samples, pool
+from .rules import metric_unit, resolve_confidence
+from .samples import MetricSource, Proportion, RequestCounts, RequestRun, Samples, make_samples, pool
 from .units import Unit
-from .verdict import Verdict, evaluate
+from .units import unit as unit_of
+from .verdict import Verdict, error_verdict, evaluate
 
 
 class SequentialUsageError(ValueError):
@@ -70,7 +71,7 @@ def sample_until_decided(
     settings = thresholds.settings if thresholds else None
     max_n = max_samples or gate.max_samples or (settings.max_samples if settings else 10_000)
     max_s = max_seconds or gate.max_seconds or (settings.max_seconds if settings else 600.0)
-    c = confidence or gate.confidence or (settings.confidence if settings else 0.95)
+    c = resolve_confidence(gate, thresholds, confidence)
     plan = plan_for(gate, c, max_n) if gate.direction is not None else None
     looks = list(plan.looks) if plan else look_schedule(max_n)
     c_look = plan.c_pass if plan else c
@@ -83,20 +84,21 @@ def sample_until_decided(
     verdict: Verdict | None = None
     stopped = "max_samples"
     looked = 0
-    runs = _RunErrors()
+    requests = RequestCounts()  # of the runs drawn so far: failed requests count against the error budget
     while len(values) < max_n:
         got = draw()
         if isinstance(got, Proportion):
             return _proportions(got, draw, gate, c, max_draws, max_s, thresholds, clock, t0, progress)
-        if isinstance(got, MetricSource) and not isinstance(got, Samples):
-            # a run result: its failed requests count against the gate's error budget
-            runs.add(got)
-            err = runs.verdict(gate, thresholds, c)
+        if isinstance(got, RequestRun):
+            counts = got.request_counts()
+            requests += counts
+            err = error_verdict(gate, requests, thresholds, c)
             if err is not None:
-                return SequentialResult(err, Samples(np.asarray(values), shown or runs.unit(gate), gate.name),
-                                        looked, "errors", c_look)
-            if not getattr(got, "successful", True):
+                return SequentialResult(err, Samples(np.asarray(values), shown or unit_of(metric_unit(gate.metric)),
+                                                     gate.name), looked, "errors", c_look)
+            if not counts.succeeded:
                 continue
+        if isinstance(got, MetricSource) and not isinstance(got, Samples):
             got = got.perfgate_data(gate.metric)
         s = got if isinstance(got, Samples) else make_samples(_as_list(got), unit, label=gate.name)
         shown = shown or s.unit
@@ -112,19 +114,14 @@ def sample_until_decided(
             while next_look < len(looks) - 1 and looks[next_look] <= len(values):
                 next_look += 1
             looked += 1
-            data = Samples(np.asarray(values[:max_n]), shown, gate.name)
-            verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
-            if verdict.outcome == "fail":
-                stopped = "decided"
-                break
             # a pass only at a planned pass look, or at the last look (time or budget) once a pass is possible
             last = out_of_time or at >= max_n
-            if plan is not None and (planned in pass_looks or (last and at >= plan.first_pass)):
-                v_pass = evaluate(gate, data, confidence=c_look, thresholds=thresholds)
-                if v_pass.outcome == "pass":
-                    verdict = v_pass
-                    stopped = "decided"
-                    break
+            may_pass = plan is not None and (planned in pass_looks or (last and at >= plan.first_pass))
+            data = Samples(np.asarray(values[:max_n]), shown, gate.name)
+            verdict, decided = _look(gate, data, thresholds, c_fail, c_look if may_pass else None)
+            if decided:
+                stopped = "decided"
+                break
             if out_of_time:
                 stopped = "max_seconds"
                 break
@@ -133,6 +130,20 @@ def sample_until_decided(
     if verdict is None or verdict.n != data.n:
         verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
     return SequentialResult(verdict, data, looked, stopped, c_look, plan)
+
+
+def _look(gate: Gate, data: Samples, thresholds: Thresholds | None, c_fail: float,
+          c_pass: float | None) -> tuple[Verdict, bool]:
+    """(verdict, decided) at one look: a fail at the fail side's confidence, else (``c_pass``: a
+    pass is allowed at this look) a pass at the pass side's, else the fail side's verdict, undecided."""
+    verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
+    if verdict.outcome == "fail":
+        return verdict, True
+    if c_pass is not None:
+        v_pass = evaluate(gate, data, confidence=c_pass, thresholds=thresholds)
+        if v_pass.outcome == "pass":
+            return v_pass, True
+    return verdict, False
 
 
 def _proportions(
@@ -187,38 +198,6 @@ def _pct() -> Unit:
     from .units import unit
 
     return unit("%")
-
-
-class _RunErrors:
-    """Failed requests pooled over the run results that ``draw()`` returned."""
-
-    def __init__(self) -> None:
-        self.records: list[Any] = []
-
-    def add(self, run: Any) -> None:
-        self.records.extend(getattr(run, "measured", []))
-
-    @property
-    def measured(self) -> list[Any]:
-        return self.records
-
-    def errors(self) -> Counter[str]:
-        from .load.result import error_cause
-
-        return Counter(error_cause(r.error) for r in self.records if r.error is not None)
-
-    def verdict(self, gate: Gate, thresholds: Thresholds | None, c: float) -> Verdict | None:
-        from .verdict import error_verdict
-
-        return error_verdict(gate, self, thresholds, c)
-
-    @staticmethod
-    def unit(gate: Gate) -> Unit:
-        from .metrics import lookup
-        from .units import DIMENSION_DEFAULT_UNIT, unit
-
-        m = lookup(gate.metric)
-        return unit(DIMENSION_DEFAULT_UNIT.get(m.dimension if m else "number", ""))
 
 
 def _as_list(got: Any) -> list[Any]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .text import bounds_cell, metric_text, shown, threshold_text
+
 COLUMNS = ("phase", "gate", "statistic", "observed", "CI", "threshold", "outcome", "fallback")
 WIDTH = 120
 # columns dropped, in this order, until the table fits
@@ -16,24 +18,10 @@ DROP_ORDER = ("phase", "fallback", "CI")
 MIN_CELL = 12
 
 
-def ci_cell(v: Mapping[str, Any]) -> str:
-    d = v.get("display", {})
-    if v.get("outcome") == "error":
-        return "error (see notes)"
-    if v.get("method") == "single":
-        return "single"
-    if v.get("lower") is None and v.get("upper") is None:
-        return f"too few samples (n={v['n']})"
-    return f"{d.get('lower')} - {d.get('upper')} (n={v['n']})"
-
-
 def _row(v: Mapping[str, Any]) -> tuple[str, ...]:
-    d = v.get("display", {})
-    what = f"{v['compare']} {v['metric']}" if v.get("compare") else v["metric"]
-    thr = f"{v['direction']} {d.get('threshold')}" if v.get("direction") else "recorded"
     outcome = v["outcome"].upper() + (f" [{v['band']}]" if v.get("band") else "")
     fb = ",".join(v.get("fallbacks", [])) if v["outcome"] in ("fail", "inconclusive") else ""
-    return (v["phase"], v["gate"], f"{what} {v['statistic']}", str(d.get("observed")), ci_cell(v), thr, outcome, fb)
+    return (v["phase"], v["gate"], metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
 
 
 def _render(rows: list[tuple[str, ...]], keep: list[int]) -> list[str]:

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import metrics as metric_names
-from ..contract import RequestRecord
-from ..samples import Proportion, SampleError, Samples, make_samples, single
+from ..samples import Proportion, RequestCounts, SampleError, Samples, make_samples, single
 from . import metrics as m
+from .records import RequestRecord
 from .schedule import LoadConfig
 
 if TYPE_CHECKING:
     from .kv import KVPressure
 
-_TIME_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
+_DISTRIBUTIONS = metric_names.from_source(metric_names.RECORDS)  # per-request samples: ttft, tpot, ... decode_rate
 
 
 def error_cause(error: str) -> str:
@@ -57,6 +57,10 @@ class RunResult:
         """Failed measured requests by cause (``"HTTP 500"``, ``"timeout"``, ...)."""
         return Counter(error_cause(r.error) for r in self.measured if r.error is not None)
 
+    def request_counts(self) -> RequestCounts:
+        """Measured, successful and failed requests (``samples.RequestRun``: a gate's error budget)."""
+        return RequestCounts(len(self.measured), len(self.successful), dict(self.errors()))
+
     def _why_empty(self) -> str:
         n = len(self.measured)
         if n == 0:
@@ -76,15 +80,15 @@ class RunResult:
         if desc is None:
             raise SampleError(f"{metric}: unknown metric (known: {', '.join(metric_names.known_names())})")
         name = desc.name
-        if name == "error_rate":
+        if desc.source == metric_names.REQUESTS:
             if not self.measured:
                 raise SampleError(f"{name}: {self._why_empty()}")
             return m.error_rate(self.records)
-        if name in _TIME_METRICS or name in ("decode_rate", "output_throughput", "request_throughput", "goodput"):
+        if desc.source in (metric_names.RECORDS, metric_names.RUN):
             return self._from_records(name)
-        if name in ("acceptance_rate", "acceptance_length", "prefix_cache_hit_rate", "kv_cache_usage"):
+        if desc.source == metric_names.COUNTERS:
             return self._from_counters(name)
-        if name == "preemptions":
+        if desc.source == metric_names.KV:
             return self.kv_pressure().perfgate_data(name)
         raise SampleError(f"{name}: not measured by a load run")
 
@@ -182,7 +186,7 @@ class RunResult:
         from ..stats import empirical_quantile
 
         out: dict[str, dict[str, float]] = {}
-        for name in (*_TIME_METRICS, "decode_rate"):
+        for name in _DISTRIBUTIONS:
             try:
                 data = self.perfgate_data(name)
             except SampleError:

@@ -11,21 +11,20 @@ A writer is anything with ``name``, ``filename`` and ``write(doc, out_dir, *, ph
 (:class:`Writer`). The built-in ones are registered lazily in :data:`WRITERS` (their modules are
 imported on first use); :func:`register` adds more, :func:`get` looks one up by name.
 
-This module also holds the small helpers the writers share: :func:`atomic_write_text`,
-:func:`clean_text` (characters illegal in XML 1.0 / HTML made visible), phase selection, test-case
-naming and the texts shown for a verdict.
+This module also holds the small helpers the writers share: :func:`atomic_write_text`, phase
+selection, test-case naming and the notes on the statistics; the texts shown for a verdict are in
+:mod:`pytest_perfgate.text` (``clean_text`` makes characters illegal in XML 1.0 / HTML visible).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..atomic import atomic_write_text
-from ..units import change_text
+from ..text import clean_text
 
 __all__ = [
     "WRITERS",
@@ -83,14 +82,8 @@ class RenderedWriter:
     def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail") -> str:
         raise NotImplementedError
 
-    def write(
-        self,
-        doc: Mapping[str, Any],
-        out_dir: Path,
-        *,
-        phases: list[str] | None = None,
-        inconclusive: str = "fail",
-    ) -> Path:
+    def write(self, doc: Mapping[str, Any], out_dir: Path, *, phases: list[str] | None = None,
+              inconclusive: str = "fail") -> Path:
         """Write ``out_dir / filename`` atomically and return its path."""
         return atomic_write_text(Path(out_dir) / self.filename, self.render(doc, phases=phases, inconclusive=inconclusive))
 
@@ -176,27 +169,7 @@ def write_all(
 
 
 
-# ---------------------------------------------------------------- text shared by the writers
-
-# Not allowed in XML 1.0 (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/U+FFFF), plus the
-# C1 controls, which are legal XML but parse errors in HTML. Shown as "#xNN" like pytest's junitxml.
-_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def _visible(m: re.Match[str]) -> str:
-    code = ord(m.group())
-    return f"#x{code:02X}" if code <= 0xFF else f"#x{code:04X}"
-
-
-def clean_text(value: object) -> str:
-    """``value`` as text that is legal in XML 1.0 and HTML and encodable as UTF-8.
-
-    ``None`` becomes ``""``; illegal characters are replaced by a visible ``#xNN`` marker.
-    """
-    if value is None:
-        return ""
-    return _ILLEGAL.sub(_visible, value if isinstance(value, str) else str(value))
-
+# ---------------------------------------------------------------- what the writers share
 
 PHASE_LABELS = {
     "passed": "PASSED",
@@ -248,6 +221,19 @@ def verdicts_of(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [v for v in vs if isinstance(v, Mapping)] if isinstance(vs, list) else []
 
 
+def verdict_values(selected: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> list[str]:
+    """The distinct non-empty ``key`` of the selected phases' verdicts, in order of first appearance."""
+    values = (clean_text(v.get(key)) for _, entry in selected for v in verdicts_of(entry))
+    return list(dict.fromkeys(x for x in values if x))
+
+
+def inconclusive_note(inconclusive: str) -> str:
+    """What an inconclusive gate does to this run."""
+    if inconclusive == "fail":
+        return "Inconclusive gates fail the run (--perfgate-inconclusive=fail)."
+    return f"Inconclusive gates only warn (inconclusive = {inconclusive})."
+
+
 def strings(value: object) -> list[str]:
     """A list of strings from a JSON value that should be one (``None`` -> ``[]``)."""
     if value is None:
@@ -268,75 +254,6 @@ def case_names(verdicts: Sequence[Mapping[str, Any]]) -> list[str]:
         seen[gate] = seen.get(gate, 0) + 1
         out.append(gate if seen[gate] == 1 else f"{gate}[{seen[gate]}]")
     return out
-
-
-def number(value: object) -> float | None:
-    """``value`` as a finite float, else ``None`` (booleans and strings are not numbers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    x = float(value)
-    return x if math.isfinite(x) else None
-
-
-def shown(v: Mapping[str, Any], key: str) -> str:
-    """The formatted value ``display[key]`` of a verdict (``"n/a"`` when there is none)."""
-    disp = v.get("display")
-    if isinstance(disp, Mapping) and isinstance(disp.get(key), str):
-        return clean_text(disp[key])
-    x = number(v.get(key))
-    if x is None:
-        return "n/a"
-    u = clean_text(v.get("unit"))
-    return f"{x:.4g} {u}".strip()
-
-
-def metric_text(v: Mapping[str, Any]) -> str:
-    """``"ttft p99"`` or ``"ratio of output_throughput mean"``."""
-    metric = clean_text(v.get("metric"))
-    if v.get("compare"):
-        metric = f"{clean_text(v.get('compare'))} of {metric}"
-    stat = clean_text(v.get("statistic"))
-    return f"{metric} {stat}".strip()
-
-
-def threshold_text(v: Mapping[str, Any]) -> str:
-    """``"max 150 ms"``, ``"min 70%"`` or ``"recorded"`` (no threshold)."""
-    direction = clean_text(v.get("direction"))
-    if direction and v.get("threshold") is not None:
-        return f"{direction} {shown(v, 'threshold')}"
-    return "recorded"
-
-
-def baseline_text(v: Mapping[str, Any]) -> str:
-    """The formatted baseline and the relative improvement, or ``""`` when there is no baseline."""
-    if v.get("baseline") is None:
-        return ""
-    text = shown(v, "baseline")
-    obs, base = number(v.get("observed")), number(v.get("baseline"))
-    change = change_text(obs, base) if obs is not None and base is not None and v.get("outcome") != "error" else None
-    return text + (f" ({change})" if change else "")
-
-
-def outcome_text(v: Mapping[str, Any]) -> str:
-    """The verdict outcome with the band and the samples needed when inconclusive."""
-    text = clean_text(v.get("outcome")) or "unknown"
-    if v.get("band"):
-        text += f" (band: {clean_text(v.get('band'))})"
-    needed = number(v.get("needed"))
-    n = number(v.get("n"))
-    if text.startswith("inconclusive") and needed:
-        more = f", {max(0, int(needed) - int(n))} more" if n is not None else ""
-        text += f" (need >= {int(needed)} samples{more})"
-    return text
-
-
-def fallback_info(doc: Mapping[str, Any], name: str) -> dict[str, str]:
-    """``{"title", "cost", "doc"}`` of a fallback plan (empty strings when it isn't described)."""
-    table = doc.get("fallbacks")
-    info = table.get(name) if isinstance(table, Mapping) else None
-    if not isinstance(info, Mapping):
-        info = {}
-    return {k: clean_text(info.get(k)) for k in ("title", "cost", "doc")}
 
 
 def is_url(text: str) -> bool:

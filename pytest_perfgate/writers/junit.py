@@ -23,20 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import (
-    RenderedWriter,
-    baseline_text,
-    case_names,
-    clean_text,
-    fallback_info,
-    metric_text,
-    number,
-    select_phases,
-    shown,
-    strings,
-    threshold_text,
-    verdicts_of,
-)
+from .. import text as tx
+from ..text import clean_text, number
+from . import RenderedWriter, case_names, select_phases, strings, verdicts_of
 
 SCHEMA_PATH = Path(__file__).with_name("junit-10.xsd")
 """The Jenkins JUnit schema (as used by pytest's tests) that ``gates.xml`` validates against."""
@@ -49,19 +38,7 @@ def _t(value: object) -> str:
 
 
 def _plans(doc: Mapping[str, Any], names: list[str], heading: str) -> str:
-    lines = []
-    for name in names:
-        info = fallback_info(doc, name)
-        line = f"- {name}"
-        if info["title"]:
-            line += f': "{info["title"]}"'
-        if info["doc"]:
-            line += f" (doc: {info['doc']})"
-        if info["cost"]:
-            line += f" [cost: {info['cost']}]"
-        if not any(info.values()):
-            line += " (not described in thresholds.toml)"
-        lines.append(line)
+    lines = ["- " + tx.fallback_line(name, tx.fallback_info(doc, name)) for name in names]
     return f"{heading}\n" + "\n".join(lines) if lines else ""
 
 
@@ -83,13 +60,13 @@ def _num(x: float) -> str:
 
 
 def _properties(v: Mapping[str, Any]) -> list[tuple[str, str]]:
-    props = [("outcome", clean_text(v.get("outcome"))), ("metric", metric_text(v))]
+    props = [("outcome", clean_text(v.get("outcome"))), ("metric", tx.metric_text(v))]
     for key in ("observed", "lower", "upper"):
         x = _in_unit(v, key)
         if x is not None:
             props.append((key, _num(x)))
     props.append(("unit", clean_text(v.get("unit"))))
-    props.append(("observed_text", shown(v, "observed")))
+    props.append(("observed_text", tx.shown(v, "observed")))
     props.append(("ci", clean_text(v.get("ci"))))
     n = number(v.get("n"))
     if n is not None:
@@ -98,11 +75,11 @@ def _properties(v: Mapping[str, Any]) -> list[tuple[str, str]]:
     if thr is not None and v.get("direction"):
         props.append(("threshold", _num(thr)))
         props.append(("direction", clean_text(v.get("direction"))))
-    props.append(("threshold_text", threshold_text(v)))
+    props.append(("threshold_text", tx.threshold_text(v)))
     base = _in_unit(v, "baseline")
     if base is not None:
         props.append(("baseline", _num(base)))
-        props.append(("baseline_text", baseline_text(v)))
+        props.append(("baseline_text", tx.baseline_text(v)))
     vb = v.get("vs_baseline")
     if isinstance(vb, Mapping):
         ch = number(vb.get("change"))

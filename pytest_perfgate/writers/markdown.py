@@ -13,23 +13,28 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..text import (
+    baseline_text,
+    clean_text,
+    fallback_info,
+    fallback_line,
+    metric_text,
+    number,
+    outcome_text,
+    shown,
+    threshold_text,
+)
 from . import (
     BOUNDS_NOTE,
     METHOD_NOTES,
     RenderedWriter,
-    baseline_text,
     case_names,
-    clean_text,
-    fallback_info,
+    inconclusive_note,
     is_url,
-    metric_text,
-    number,
-    outcome_text,
     phase_label,
     select_phases,
-    shown,
     strings,
-    threshold_text,
+    verdict_values,
     verdicts_of,
 )
 
@@ -55,10 +60,8 @@ def _doc_link(doc: str) -> str:
     return f"<{doc}>" if is_url(doc) else md(doc)
 
 
-def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconclusive: str) -> list[str]:
-    title = clean_text(entry.get("title"))
-    head = f"## Phase {md(phase)}" + (f": {md(title)}" if title else "") + f" - {md(phase_label(entry.get('outcome')))}"
-    out = [head, ""]
+def _meta(entry: Mapping[str, Any]) -> list[str]:
+    """The phase's run, commit, time, thresholds file, confidence and dependencies."""
     meta = []
     if entry.get("run_id"):
         meta.append(f"run {md(entry.get('run_id'))}")
@@ -76,9 +79,12 @@ def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconcl
     deps = strings(entry.get("depends_on"))
     if deps:
         meta.append("depends on " + ", ".join(md(d) for d in deps))
-    if meta:
-        out += [" · ".join(meta), ""]
+    return [" · ".join(meta), ""] if meta else []
 
+
+def _gates(entry: Mapping[str, Any], inconclusive: str) -> list[str]:
+    """The gate table (failing gates first) and the summaries of the gates that did not pass."""
+    out: list[str] = []
     vs = verdicts_of(entry)
     if vs:
         rows = []
@@ -111,22 +117,22 @@ def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconcl
     missing = strings(entry.get("not_evaluated"))
     if missing:
         out += ["Not evaluated in this run: " + ", ".join(md(g) for g in missing), ""]
+    return out
 
+
+def _bold(text: str) -> str:
+    return f"**{md(text)}**"
+
+
+def _phase(doc: Mapping[str, Any], phase: str, entry: Mapping[str, Any], inconclusive: str) -> list[str]:
+    title = clean_text(entry.get("title"))
+    head = f"## Phase {md(phase)}" + (f": {md(title)}" if title else "") + f" - {md(phase_label(entry.get('outcome')))}"
+    out = [head, "", *_meta(entry), *_gates(entry, inconclusive)]
     triggered = strings(entry.get("triggered_fallbacks"))
     if triggered:
         out += ["### Triggered fallbacks", ""]
-        for name in triggered:
-            info = fallback_info(doc, name)
-            line = f"- **{md(name)}**"
-            if info["title"]:
-                line += f": {md(info['title'])}"
-            if info["cost"]:
-                line += f" (cost: {md(info['cost'])})"
-            if info["doc"]:
-                line += f", see {_doc_link(info['doc'])}"
-            if not any(info.values()):
-                line += " (not described in thresholds.toml)"
-            out.append(line)
+        out += ["- " + fallback_line(name, fallback_info(doc, name), strong=_bold, plain=md, link=_doc_link)
+                for name in triggered]
         out.append("")
 
     fts = [ft for ft in entry.get("fallback_tests") or [] if isinstance(ft, Mapping)]
@@ -157,21 +163,12 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
         rows.append([md(phase, cell=True), md(entry.get("title"), cell=True), md(phase_label(entry.get("outcome")), cell=True), gates])
     out += _table(["phase", "title", "outcome", "gates"], rows)
     out.append("")
-    methods: list[str] = []
     for phase, entry in selected:
         out += _phase(doc, phase, entry, inconclusive)
-        for v in verdicts_of(entry):
-            m = clean_text(v.get("method"))
-            if m and m not in methods:
-                methods.append(m)
     out += ["### Notes on the statistics", "", f"- {BOUNDS_NOTE}"]
-    for m in methods:
+    for m in verdict_values(selected, "method"):
         out.append(f"- {md(m)}: {METHOD_NOTES[m]}" if m in METHOD_NOTES else f"- {md(m)}")
-    if inconclusive == "fail":
-        out.append("- Inconclusive gates fail the run (`--perfgate-inconclusive=fail`).")
-    else:
-        out.append(f"- Inconclusive gates only warn (inconclusive = {md(inconclusive)}).")
-    out.append("")
+    out += [f"- {md(inconclusive_note(inconclusive))}", ""]
     return "\n".join(out)
 
 

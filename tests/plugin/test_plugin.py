@@ -30,7 +30,7 @@ def test_failing_gate_names_fallback_and_runs_fallback_test(project: pytest.Pyte
         "*gate long_context_ttft: ttft p99 = 212 ms (one-sided 95% bounds 212 ms - 212 ms, n=400) > max 150 ms (baseline 320 ms*",
         '*-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" (docs/fallbacks.md#tiered-kv-cache)*',
     ])
-    r.stdout.fnmatch_lines(["triggered fallbacks:", "  tiered_kv_cache: Plan A*"])
+    r.stdout.fnmatch_lines(["triggered fallbacks:", "  tiered_kv_cache \"Plan A*"])
     d = decisions(project)["phases"]["phase1"]
     assert d["outcome"] == "fallback"  # the gate failed and its fallback plan was validated
     assert d["triggered_fallbacks"] == ["tiered_kv_cache"]

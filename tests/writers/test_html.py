@@ -11,6 +11,7 @@ from typing import Any
 from writer_docs import HOSTILE, make_doc, phase_entry, verdict
 
 from pytest_perfgate.writers import html as html_writer
+from pytest_perfgate.writers import html_markup
 
 ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "main", "header", "h1", "h2", "h3", "h4", "table", "thead",
@@ -120,30 +121,30 @@ def test_gate_table_fallbacks_and_fallback_tests() -> None:
 
 
 def test_interval_plot_handles_missing_and_infinite_bounds() -> None:
-    full = html_writer.interval_svg(verdict())
+    full = html_markup.interval_svg(verdict())
     assert full.count("<circle") == 1 and full.count("<rect") == 1 and "<path" not in full
     # an unbounded upper bound (to_dict() stores +inf as None) gets an arrow at the right edge
-    open_hi = html_writer.interval_svg(verdict(upper=None))
+    open_hi = html_markup.interval_svg(verdict(upper=None))
     assert open_hi.count("<path") == 1
-    both = html_writer.interval_svg(verdict(lower=None, upper=None, threshold=None, baseline=None))
+    both = html_markup.interval_svg(verdict(lower=None, upper=None, threshold=None, baseline=None))
     assert both.count("<path") == 2 and both.count("<circle") == 1
-    nothing = html_writer.interval_svg(verdict(observed=None, lower=None, upper=None, threshold=None, baseline=None))
+    nothing = html_markup.interval_svg(verdict(observed=None, lower=None, upper=None, threshold=None, baseline=None))
     assert "<svg" not in nothing and "no data" in nothing
     # raw infinities, NaN, strings and booleans in the numbers are ignored, never emitted
     weird = verdict()
     weird.update(lower=-math.inf, upper=math.nan, observed="1e9</svg>", threshold=True)
-    out = html_writer.interval_svg(weird)
+    out = html_markup.interval_svg(weird)
     assert "nan" not in out.lower().replace("no data", "") and "inf" not in out and "</svg>" == out[-6:]
     parse(out)
     # all values equal / huge ranges still give finite coordinates inside the box
     for v in (verdict(observed=0.0, lower=0.0, upper=0.0, threshold=0.0, baseline=0.0),
               verdict(observed=1e308, lower=-1e308, upper=1.7e308, threshold=0.0, unit_name="s")):
-        out = html_writer.interval_svg(v)
+        out = html_markup.interval_svg(v)
         parse(out)
         assert "nan" not in out and "inf" not in out
         xs = [float(c) for c in re.findall(r'(?:cx|x1)="([^"]+)"', out)]
         assert xs and all(0 <= c <= 220 for c in xs)
-    spread = html_writer.interval_svg(verdict(observed=1e308, lower=-1e308, upper=1.7e308, threshold=0.0,
+    spread = html_markup.interval_svg(verdict(observed=1e308, lower=-1e308, upper=1.7e308, threshold=0.0,
                                               unit_name="s"))
     dot = float(re.search(r'<circle cx="([^"]+)"', spread).group(1))  # type: ignore[union-attr]
     thr = float(re.findall(r'<line x1="([^"]+)"', spread)[-1])

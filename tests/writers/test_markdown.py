@@ -53,8 +53,8 @@ def test_summary_md_layout(tmp_path: Path) -> None:
 def test_triggered_fallbacks_and_fallback_tests(tmp_path: Path) -> None:
     text = markdown.render(make_doc())
     assert "### Triggered fallbacks" in text
-    assert r"- **tiered\_kv\_cache**: Tiered KV cache (cost: page swap 30-50 ms), see docs/fallbacks.md\#plan-a" in text
-    assert "see <https://example.org/sp>" in text  # an http(s) doc becomes an autolink
+    assert r'- **tiered\_kv\_cache** "Tiered KV cache" (docs/fallbacks.md\#plan-a) [cost: page swap 30-50 ms]' in text
+    assert "(<https://example.org/sp>)" in text  # an http(s) doc becomes an autolink
     rows = table_rows(text, "| test | fallback | outcome | reason |")
     assert rows == [[r"perf\_tests/test\_fb.py::test\_tiered", r"tiered\_kv\_cache", "failed", "ttft 180 ms"]]
 

@@ -1,0 +1,267 @@
+"""The sections of ``report.html`` drawn from the stored data of a results directory
+(:mod:`pytest_perfgate.store`, matplotlib as inline SVG): per gate its distribution (histogram and
+CDF with threshold, observed statistic and bounds; the baseline run's or the reference run's
+distribution overlaid), per run TTFT and ITL over the run's clock and the TTFT/TPOT decomposition,
+per engine its info and counter deltas, per gate the trend over the stored history. Without stored
+data each gate shows the small interval sketch. A plot that fails never costs the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..text import clean_text, number
+from . import strings, verdict_values, verdicts_of
+from .html_markup import VERDICT_CLASS, _e, _failing_first, _gate_id, _info_table, interval_svg
+
+
+class Store:
+    """Reads the data files and the history of a results directory for the plots (never raises:
+    what cannot be read is left out, with a note)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = Path(out_dir)
+        self._cache: dict[str, Any] = {}
+        self.problems: list[str] = []
+
+    def load(self, rel: object) -> Any:
+        if not isinstance(rel, str) or not rel:
+            return None
+        if rel not in self._cache:
+            from ..store.records import StoreError, load
+
+            try:
+                path = (self.out_dir / rel).resolve()
+                if self.out_dir.resolve() not in path.parents:
+                    raise StoreError(f"{rel}: outside the results directory")
+                self._cache[rel] = load(path)
+            except (StoreError, OSError, ValueError, TypeError, KeyError) as e:
+                self.problems.append(str(e))
+                self._cache[rel] = None
+        return self._cache[rel]
+
+    def history(self, gate: str | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+        from ..store import history
+
+        db = history.path_of(self.out_dir)
+        if not db.exists():
+            return []
+        try:
+            return history.verdicts(db, gate=gate, run_id=run_id)
+        except (history.HistoryError, OSError, ValueError) as e:
+            self.problems.append(str(e))
+            return []
+
+
+def _scale(v: Mapping[str, Any]) -> tuple[str, float]:
+    """(display unit, base units per display unit) of a verdict."""
+    from ..units import UnitError, unit
+
+    name = clean_text(v.get("unit"))
+    try:
+        return name, unit(name).factor
+    except UnitError:
+        return name, 1.0
+
+
+def _values(data: Any, metric: str) -> Any:
+    """Per-request values (base units) of evaluated data, or None (proportions, single values)."""
+    from ..samples import SampleError, Samples, as_data
+
+    try:
+        d = as_data(data, metric)
+    except (SampleError, ValueError, TypeError):
+        return None
+    if isinstance(d, Samples) and d.n > 1 and d.denominators is None:
+        return d.values
+    return None
+
+
+def _num_or_none(x: object, factor: float) -> float | None:
+    n = number(x)
+    return None if n is None else n / factor
+
+
+def _distribution(v: Mapping[str, Any], store: Store) -> tuple[str, str]:
+    """(figure, caption) of one verdict's data; ("", reason) when there is nothing to draw."""
+    from . import plots
+
+    stored = store.load(v.get("samples"))
+    if stored is None:
+        return "", "no stored data for this verdict"
+    metric = clean_text(v.get("metric"))
+    unit_name, factor = _scale(v)
+    thr = _num_or_none(v.get("threshold"), factor)
+    lo, hi, obs = (_num_or_none(v.get(k), factor) for k in ("lower", "upper", "observed"))
+    parts = stored.parts
+    compare = bool(v.get("compare"))
+    series: list[Any] = []
+    caption = ""
+    if compare and len(parts) == 2:
+        # the statistic is a ratio/difference of the two runs: draw both runs on the metric's own axis
+        runs = strings(v.get("runs")) or ["", ""]
+        unit_name, factor = _metric_unit(metric)
+        thr = lo = hi = obs = None
+        for i, (part, color) in enumerate(zip(parts, (plots.BLUE, plots.GREY), strict=True)):
+            vals = _values(part, metric)
+            if vals is not None:
+                series.append(plots.Series(vals / factor, "treatment" if i == 0 else "reference", color))
+        names = (f" (<code>{_e(runs[0])}</code>)", f" (<code>{_e(runs[-1])}</code>)") if v.get("runs") else ("", "")
+        caption = (f"treatment{names[0]} in blue vs reference{names[1]} in grey; "
+                   f"the gate's statistic is their {_e(v.get('compare'))}, shown in the table")
+    else:
+        vals = _values(stored.data, metric)
+        if vals is not None:
+            series.append(plots.Series(vals / factor, "this run", plots.BLUE))
+        base = v.get("vs_baseline")
+        if isinstance(base, Mapping) and base.get("baseline_run"):
+            rows = store.history(gate=clean_text(v.get("gate")), run_id=clean_text(base.get("baseline_run")))
+            bstored = store.load(rows[-1]["samples"]) if rows else None
+            bvals = _values(bstored.data, metric) if bstored is not None else None
+            if bvals is not None:
+                series.append(plots.Series(bvals / factor, "baseline", plots.GREY))
+                caption = f"baseline run <code>{_e(base.get('baseline_run'))}</code> overlaid in grey"
+    if not series:
+        if obs is None:
+            return "", "no per-request distribution"
+        return (plots.interval([("this run", obs, lo, hi)], unit_name, threshold=thr),
+                "rate or single value: observed with its bounds")
+    label = f"{clean_text(v.get('statistic'))}"
+    return plots.distribution(series, unit_name, threshold=thr, lower=lo, upper=hi, observed=obs,
+                              stat_label=label), caption
+
+
+def _metric_unit(metric: str) -> tuple[str, float]:
+    from ..metrics import lookup
+    from ..units import DIMENSION_DEFAULT_UNIT, unit
+
+    m = lookup(metric)
+    name = DIMENSION_DEFAULT_UNIT.get(m.dimension if m else "number", "")
+    return name, unit(name).factor
+
+
+def _run_key(r: Any) -> tuple[Any, ...]:
+    return (r.start_ns, r.end_ns, len(r.records), str(r.engine_info.get("name", "")))
+
+
+def _run_figure(r: Any) -> str:
+    from ..load import metrics as m
+    from . import plots
+
+    ok = m.successful(r.records)
+    if not ok:
+        return ""
+    t0 = min(x.sent_ns for x in ok)
+    ttft = ([(x.sent_ns - t0) / 1e9 for x in ok], [(x.chunk_ns[0] - x.sent_ns) / 1e6 for x in ok])
+    itl_t: list[float] = []
+    itl_v: list[float] = []
+    for x in ok:
+        for a, b in zip(x.chunk_ns, x.chunk_ns[1:], strict=False):
+            itl_t.append((b - t0) / 1e9)
+            itl_v.append((b - a) / 1e6)
+    dec = ([(x.chunk_ns[0] - x.sent_ns) / 1e6 for x in ok], [(x.chunk_ns[-1] - x.chunk_ns[0]) / 1e6 for x in ok])
+    return plots.over_time(ttft, (itl_t, itl_v), dec)
+
+
+def cards(entry: Mapping[str, Any], index: int, store: Store | None) -> str:
+    """One card per verdict: its summary and its distribution (or the interval sketch)."""
+    out = []
+    for name, v in _failing_first(verdicts_of(entry)):
+        cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
+        fig, caption = ("", "")
+        if store is not None:
+            try:
+                fig, caption = _distribution(v, store)
+            except Exception as e:  # a plot must never cost the report
+                fig, caption = "", f"plot failed: {_e(type(e).__name__)}: {_e(e)}"
+        if not fig:
+            fig = interval_svg(v) + (f'<div class="summary">{caption}</div>' if caption and store is not None else "")
+            caption = ""
+        out.append(
+            f'<div class="card {cls}" id="{_gate_id(index, name)}"><h4>{_e(name)} '
+            f'<span class="{cls}">{_e(v.get("outcome"))}</span></h4>'
+            f'<div class="summary">{_e(v.get("summary"))}</div>{fig}'
+            + (f'<div class="summary">{caption}</div>' if caption else "") + "</div>"
+        )
+    return f'<h3>Distributions</h3><div class="cards">{"".join(out)}</div>' if out else ""
+
+
+def runs_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) -> str:
+    """Per stored load run: TTFT/ITL over time and the decomposition; engines and counters."""
+    seen: dict[tuple[Any, ...], tuple[Any, list[str]]] = {}
+    for _, entry in selected:
+        for v in verdicts_of(entry):
+            stored = store.load(v.get("samples"))
+            for r in stored.runs if stored is not None else []:
+                key = _run_key(r)
+                seen.setdefault(key, (r, []))[1].append(clean_text(v.get("gate")))
+    if not seen:
+        return ""
+    cards = []
+    engines: dict[str, Mapping[str, Any]] = {}
+    counters: dict[str, dict[str, float]] = {}
+    for i, (r, gates) in enumerate(list(seen.values())[:12]):
+        try:
+            fig = _run_figure(r)
+        except Exception as e:  # never fatal
+            fig = f'<div class="summary">plot failed: {_e(type(e).__name__)}: {_e(e)}</div>'
+        name = clean_text(r.engine_info.get("name", "")) or f"engine {i}"
+        engines.setdefault(name, r.engine_info)
+        delta = {k: float(r.counters_after[k]) - float(r.counters_before.get(k, 0.0)) for k in r.counters_after
+                 if isinstance(r.counters_after.get(k), (int, float))}
+        acc = counters.setdefault(name, {})
+        for k, d in delta.items():
+            acc[k] = acc.get(k, 0.0) + d
+        n_ok = sum(1 for x in r.records if not x.warmup and x.error is None)
+        n_err = sum(1 for x in r.records if not x.warmup and x.error is not None)
+        cards.append(
+            f'<div class="card none"><h4>run {i + 1}: engine <code>{_e(name)}</code></h4>'
+            f'<div class="summary">gates {_e(", ".join(dict.fromkeys(gates)))} &middot; {n_ok} requests ok, '
+            f"{n_err} failed &middot; {(r.end_ns - r.start_ns) / 1e9:.2f} s</div>{fig}</div>"
+        )
+    eng_rows = []
+    for name, info in engines.items():
+        rows = [(str(k), _e(json.dumps(val, default=str) if isinstance(val, (dict, list)) else val))
+                for k, val in info.items()]
+        cnt = counters.get(name, {})
+        keys = [k for k in cnt if any(w in k for w in ("accept", "draft", "spec", "prefix", "cache", "kv", "preempt"))]
+        crow = "".join(f"<tr><th>{_e(k)}</th><td class=\"num\">{cnt[k]:.6g}</td></tr>" for k in sorted(keys)[:40])
+        eng_rows.append(
+            f'<div class="card none"><h4>engine <code>{_e(name)}</code></h4>{_info_table(rows)}'
+            + (f'<h4>counters (change during the stored runs)</h4><table class="info">{crow}</table>' if crow else "")
+            + "</div>"
+        )
+    more = len(seen) - 12
+    return (
+        '<section><h2>Runs</h2><p class="summary">TTFT per request and ITL per chunk over the run\'s clock; '
+        "each request's E2E split into TTFT and (N-1) x TPOT (T_total = TTFT + (N-1)/TPS).</p>"
+        f'<div class="cards">{"".join(cards)}</div>'
+        + (f'<p class="summary">{more} more runs not drawn.</p>' if more > 0 else "")
+        + f'</section><section><h2>Engines</h2><div class="cards">{"".join(eng_rows)}</div></section>'
+    )
+
+
+def trend_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) -> str:
+    from . import plots
+
+    cards = []
+    for g in verdict_values(selected, "gate"):
+        rows = [r for r in store.history(gate=g) if r["outcome"] != "error" and r["observed"] is not None][-50:]
+        if len(rows) < 2:
+            continue
+        last = rows[-1]["verdict"]
+        unit_name, factor = _scale(last)
+        pts = [(r["observed"] / factor, _num_or_none(r["lower"], factor), _num_or_none(r["upper"], factor)) for r in rows]
+        try:
+            fig = plots.trend(pts, unit_name, threshold=_num_or_none(last.get("threshold"), factor),
+                              outcomes=[r["outcome"] for r in rows])
+        except Exception as e:  # never fatal
+            fig = f'<div class="summary">plot failed: {_e(type(e).__name__)}: {_e(e)}</div>'
+        cards.append(f'<div class="card none"><h4>{_e(g)}</h4><div class="summary">{len(rows)} stored runs, '
+                     f"{_e(rows[0]['time'])} to {_e(rows[-1]['time'])}</div>{fig}</div>")
+    if not cards:
+        return ""
+    return f'<section><h2>Trend</h2><div class="cards">{"".join(cards)}</div></section>'
