@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import decisions
 from .config import Gate, Thresholds
 from .failures import GateFailure, GateInconclusive, PerfgateWarning
+from .runs import Runs
 
 if TYPE_CHECKING:
     from .verdict import Verdict
@@ -107,6 +108,21 @@ class RunState:
         rec = self.recorded.get("phases", {}).get(phase)
         return dict(rec) if isinstance(rec, dict) else None
 
+    def dependency_notes(self, phases: set[str]) -> list[str]:
+        """For tests of ``phases``: one line per ``depends_on`` phase that has no decision yet or
+        whose decision (this run's, else the recorded one) failed."""
+        out = []
+        for ph in sorted(phases):
+            for dep in self.thresholds.phases[ph].depends_on:
+                d = self.decision(dep)
+                if d is None:
+                    out.append(f"phase {ph} depends on {dep}, which has no recorded decision yet")
+                elif d.get("outcome") in ("failed", "fallback", "inconclusive"):
+                    fbs = ", ".join(d.get("triggered_fallbacks", [])) or "none"
+                    out.append(f"phase {ph} depends on {dep}, whose recorded outcome is {d['outcome'].upper()} "
+                               f"(run {d.get('run_id')}, triggered: {fbs}); see perfgate.decision({dep!r})")
+        return out
+
     # ---- writing
     def phase_entries(self) -> dict[str, dict[str, Any]]:
         by_phase: dict[str, list[dict[str, Any]]] = {}
@@ -141,7 +157,9 @@ class Perfgate:
     """The ``perfgate`` fixture: evaluate gates inside a test.
 
     ``check(data, gate=None)`` evaluates a gate (the test's ``@pytest.mark.gate`` when omitted),
-    records the verdict, and raises :class:`GateFailure` when it fails.
+    records the verdict, and raises :class:`GateFailure` when it fails; ``check_all(run)`` does so
+    for every gate of the marker. A comparison gate (``compare`` with ``runs = [A, B]``) takes its
+    runs by those names from :attr:`runs` when no data is given.
     """
 
     def __init__(
@@ -152,6 +170,10 @@ class Perfgate:
         confidence: float | None = None,
         say: Callable[[str], None] | None = None,
         store: Callable[[Verdict, Any, float, Sequence[Any]], Verdict] | None = None,
+        *,
+        runs: Runs | None = None,
+        engine: str = "baseline",
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self._say = say
         self._store = store  # keeps the evaluated data (and may compare with a baseline)
@@ -159,6 +181,9 @@ class Perfgate:
         self._bound = tuple(bound_gates)
         self._record = record
         self._confidence = confidence
+        self._note = note
+        self.runs: Runs = runs if runs is not None else Runs()
+        self.engine = engine  # the engine this test measures (marker, --perfgate-engine, its gates' engine =)
 
     @property
     def thresholds(self) -> Thresholds:
@@ -190,13 +215,14 @@ class Perfgate:
 
         return Proportion(successes, trials, label)
 
-    def evaluate(self, data: Any, gate: str | None = None) -> Verdict:
+    def evaluate(self, data: Any = None, gate: str | None = None) -> Verdict:
         """Evaluate and record without raising (for reporting several gates before asserting)."""
         from .bench import annotate, is_benchmark, samples_of
         from .rules import resolve_confidence
         from .verdict import evaluate
 
         g = self.gate(gate)
+        data = self._data_for(g, data)
         bench = data if is_benchmark(data) else None
         if bench is not None:  # pytest-benchmark's fixture: its raw per-round timings
             data = samples_of(bench, g.name)
@@ -206,13 +232,44 @@ class Perfgate:
         v = self._floor(v, data)
         if bench is not None:
             annotate(bench, v)
-        self._add(v, _engine_infos(data))
+        self.record(v, _engine_infos(data))
         return v
 
-    def check(self, data: Any, gate: str | None = None) -> Verdict:
+    def _data_for(self, g: Gate, data: Any) -> Any:
+        """A comparison gate's two runs: given as a mapping by run name, or (no data) the runs kept
+        under the names of its ``runs = [...]``."""
+        if g.compare and g.runs and (data is None or (isinstance(data, Mapping) and g.runs[0] in data)):
+            if data is None:
+                return self.runs.pair(g.runs)
+            return data[g.runs[0]], data[g.runs[1]]
+        if data is None:
+            raise ValueError(f"gate {g.name}: no data to evaluate (pass a run or samples; only a comparison gate "
+                             "with runs = [...] finds its runs by name)")
+        return data
+
+    def check(self, data: Any = None, gate: str | None = None) -> Verdict:
         v = self.evaluate(data, gate)
         self.raise_for(v)
         return v
+
+    def check_all(self, data: Any = None) -> list[Verdict]:
+        """Evaluate every gate of the test's ``@pytest.mark.gate`` on ``data`` (comparison gates on
+        the runs their ``runs = [...]`` name, after the others), then raise for the first failure
+        (else the first inconclusive verdict)."""
+        if not self._bound:
+            raise ValueError("check_all: this test has no @pytest.mark.gate(...)")
+        order = sorted(self._bound, key=lambda n: bool(self.gate(n).compare))
+        verdicts = [self.evaluate(None if self.gate(n).compare else data, n) for n in order]
+        for v in sorted(verdicts, key=lambda v: v.outcome not in ("fail", "error")):
+            self.raise_for(v)
+        return verdicts
+
+    def note(self, message: str) -> None:
+        """Report a line from the test (shown in the terminal and kept with its results)."""
+        if self._note is not None:
+            self._note(message)
+        elif self._say is not None:
+            self._say(message)
 
     def raise_for(self, v: Verdict) -> None:
         if v.outcome in ("fail", "error"):
@@ -263,7 +320,7 @@ class Perfgate:
         if self._store is not None:
             v = self._store(v, res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
-        self._add(v)
+        self.record(v)
         if check:
             self.raise_for(v)
         return v
@@ -282,8 +339,25 @@ class Perfgate:
 
         return annotate(v, data, self.thresholds, engine_info=data.engine_info)
 
-    def _add(self, v: Verdict, engines: Sequence[Mapping[str, Any]] = ()) -> None:
+    def record(self, v: Verdict, engines: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Record a verdict computed outside :meth:`check` (e.g. by a phase's own statistics) with
+        this test, as ``check`` does with its own; ``engines``: info of the engines it measured."""
         self._record(v, list(engines))
+
+
+def verdict_properties(v: Verdict, engines: Sequence[Mapping[str, Any]],
+                       extras: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, object]]]:
+    """A verdict as recorded (its dict, the store's ``extras``, the names of its engines) and the
+    test's user properties that carry it (they survive pytest-xdist)."""
+    d = v.to_dict()
+    d.update(extras)
+    props: list[tuple[str, object]] = []
+    if engines:
+        d["engines"] = [str(e.get("name", e.get("model", "?"))) for e in engines]
+        props += [(ENGINE_PROPERTY, json.dumps(dict(e), default=str)) for e in engines]
+    props.append((VERDICT_PROPERTY, json.dumps(d, default=str, allow_nan=False)))
+    props.extend(v.user_properties())
+    return d, props
 
 
 def _engine_infos(data: Any) -> list[Mapping[str, Any]]:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import metrics as metric_names
+from ..contract import RequestRecord
 from ..samples import Proportion, RequestCounts, SampleError, Samples, make_samples, single
 from . import metrics as m
-from .records import RequestRecord
 from .schedule import LoadConfig
 
 if TYPE_CHECKING:
