@@ -75,8 +75,6 @@ class Engines:
         old = self._specs.get(name)
         if old is not None and old != new:
             raise ValueError(f"engine {name!r} is already declared with other arguments ({dict(old.args)})")
-        if name in self._specs and old is None:  # pragma: no cover - dict semantics
-            raise ValueError(f"engine {name!r} exists")
         self._specs[name] = new
         return name
 
