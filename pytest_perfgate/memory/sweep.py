@@ -47,7 +47,7 @@ class SweepError(RuntimeError):
     """A child process failed in a way that is not an out-of-memory result."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChildRun:
     setting: str
     repeat: int
@@ -170,7 +170,8 @@ class SweepResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SweepResult:
         return cls(tuple(Setting(s["name"], dict(s["env"])) for s in d["settings"]),
-                   tuple(ChildRun(r["setting"], int(r["repeat"]), r["result"], float(r["seconds"])) for r in d["runs"]),
+                   tuple(ChildRun(setting=r["setting"], repeat=int(r["repeat"]), result=r["result"],
+                                  seconds=float(r["seconds"])) for r in d["runs"]),
                    str(d.get("definition", "inactive_split")))
 
 
@@ -210,7 +211,7 @@ def sweep(spec: Mapping[str, Any], settings: Sequence[Setting], repeats: int = 3
         res = run_child(child_spec, s, timeout=timeout)
         if progress is not None:
             progress(f"sweep {s.name} run {r + 1}/{repeats}: max safe batch {res['max_safe_batch']}")
-        return ChildRun(s.name, r, res, time.perf_counter() - t0)
+        return ChildRun(setting=s.name, repeat=r, result=res, seconds=time.perf_counter() - t0)
 
     if parallel == 1:
         runs = [one(j) for j in jobs]
