@@ -1,4 +1,4 @@
-"""``python -m pytest_perfgate.floors.gpu_check``: this CUDA machine's measured GEMM peaks and copy
+"""``python -m pytest_perfgate.roofline.gpu_check``: this CUDA machine's measured GEMM peaks and copy
 bandwidth beside the known-accelerator table (a Markdown table; for scripts/gpu-check.sh, < 1 min).
 Needs torch with CUDA only (no vLLM, no network)."""
 
