@@ -1,15 +1,18 @@
 """Engine start-up of the embedded default, per vLLM start option, and the main job's phases (issue #16).
 
-    .venv/bin/python benchmarks/bench_startup.py                      # every variant, baseline engine
-    .venv/bin/python benchmarks/bench_startup.py --variants default,eager --engine speculative
-    .venv/bin/python benchmarks/bench_startup.py --main-job           # also time `pytest -m phase1 perf_tests`
+    .venv/bin/python benchmarks/bench_startup.py                          # eager, eager-spawn, eager-mp
+    .venv/bin/python benchmarks/bench_startup.py --variants compiled --engines baseline
+    .venv/bin/python benchmarks/bench_startup.py --no-variants --main-job  # time `pytest -m phase1 perf_tests`
 
 The embedded engine's own start options (``vllm_inproc.embedded_start``) apply underneath; a
-variant's keys override them. Each variant starts in a fresh process (so nothing is shared in memory; on-disk caches are, as in
-CI): the script prints the seconds to start the engine, the first request (8,000-token prompt, 8
-output tokens: any lazy compilation lands here) and a second one (steady state), and stops it.
-With ``--main-job`` it also runs the phase-1 suite and prints its phases from the engine manager's
-own lines ("engine 'x' ready in N s", "embedded models ready in N s") and the total wall time.
+variant's keys and environment override them. Each variant runs in a fresh process (nothing shared
+in memory; on-disk caches are, as in CI) that starts the engines one after the other, as the suite
+does (baseline, then speculative): per engine it prints the seconds to start it, the first request
+(8,000-token prompt, 8 output tokens: any lazy compilation lands here) and a second one (steady
+state), and the stop; per process the import of the plugin, the embedded models, the total and the
+load average. With ``--main-job`` it also runs the phase-1 suite and prints its phases from the
+engine manager's own lines ("engine 'x' ready in N s", "embedded models ready in N s") and the
+total wall time.
 """
 
 from __future__ import annotations
@@ -25,46 +28,49 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-VARIANTS: dict[str, dict[str, object]] = {
-    "compiled": {"enforce_eager": False},  # vLLM's CPU default: dynamo trace once + inductor
-    "eager": {"enforce_eager": True},  # no torch.compile at all (perfgate's embedded default since #16)
+# name: (engine arguments over the embedded defaults, environment)
+VARIANTS: dict[str, tuple[dict[str, object], dict[str, str]]] = {
+    # perfgate's embedded default since #16: eager, model in the engine-core process ("uni"),
+    # engine core forked from a warm fork server (pytest_perfgate.engines.vllm_forkserver)
+    "eager": ({}, {}),
+    "eager-spawn": ({}, {"PERFGATE_VLLM_FORKSERVER": "0"}),  # the same, engine core spawned by vLLM
+    "eager-mp": ({"distributed_executor_backend": "mp"}, {}),  # vLLM's CPU default executor (worker process)
+    "compiled": ({"enforce_eager": False, "distributed_executor_backend": "mp"}, {}),  # vLLM's CPU default
     # dynamo trace, no inductor codegen
-    "dynamo-eager": {"enforce_eager": False, "compilation_config": {"backend": "eager"}},
+    "dynamo-eager": ({"enforce_eager": False, "compilation_config": {"backend": "eager"}}, {}),
 }
 
 CHILD = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
-from pytest_perfgate.engines.manager import EngineManager
+from pytest_perfgate.config import EngineSpec
+from pytest_perfgate.engines.manager import EMBEDDED, EngineManager
 from pytest_perfgate.load.prompts import exact_length_prompts
+from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 extra = json.loads(sys.argv[2])
-mgr = EngineManager({}, say=lambda m: None)
-spec = mgr.spec(sys.argv[1])
-from pytest_perfgate.config import EngineSpec
-import pytest_perfgate.engines.manager as m
-m.EMBEDDED[sys.argv[1]] = EngineSpec(spec.name, spec.kind, {**spec.args, **extra})
-t_import = time.perf_counter() - t0
-mgr.models()
-t1 = time.perf_counter(); eng = mgr.get(sys.argv[1]); t_start = time.perf_counter() - t1
-tok = eng.tokenizer()
-reqs = exact_length_prompts(tok, 8000, 2, seed=5, max_tokens=8)
-out = {"import_s": t_import, "start_s": t_start}
-for i, r in enumerate(reqs):
-    t = time.perf_counter()
-    res = mgr.run(sys.argv[1], [r], LoadConfig(mode="sequential", num_requests=1))
-    rec = res.records[0]
-    out[f"request{i + 1}_s"] = time.perf_counter() - t
-    out[f"ttft{i + 1}_ms"] = (rec.chunk_ns[0] - rec.sent_ns) / 1e6 if rec.chunk_ns else None
-t = time.perf_counter(); mgr.close(); out["stop_s"] = time.perf_counter() - t
+specs = {n: EngineSpec(n, EMBEDDED[n].kind, {**EMBEDDED[n].args, **extra}) for n in sys.argv[1].split(",")}
+mgr = EngineManager(specs, say=lambda m: None)
+out = {"import_s": time.perf_counter() - t0}
+t = time.perf_counter(); mgr.models(); out["models_s"] = time.perf_counter() - t
+for name in specs:
+    t1 = time.perf_counter(); eng = mgr.get(name); out[f"{name}.start_s"] = time.perf_counter() - t1
+    reqs = exact_length_prompts(eng.tokenizer(), 8000, 2, seed=5, max_tokens=8)
+    for i, r in enumerate(reqs):
+        t = time.perf_counter()
+        rec = run_load(eng, [r], LoadConfig(mode="sequential", num_requests=1)).records[0]
+        out[f"{name}.request{i + 1}_s"] = time.perf_counter() - t
+        out[f"{name}.ttft{i + 1}_ms"] = (rec.chunk_ns[0] - rec.sent_ns) / 1e6 if rec.chunk_ns else None
+    t = time.perf_counter(); mgr.stop(); out[f"{name}.stop_s"] = time.perf_counter() - t
 print("RESULT " + json.dumps(out))
 """
 
 
-def run_variant(name: str, engine: str) -> dict[str, object]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def run_variant(name: str, engines: str) -> dict[str, object]:
+    extra, env_extra = VARIANTS[name]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_extra)
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD, engine, json.dumps(VARIANTS[name])], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-c", CHILD, engines, json.dumps(extra)], cwd=ROOT, env=env,
                        capture_output=True, text=True)
     wall = time.perf_counter() - t
     line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
@@ -73,13 +79,18 @@ def run_variant(name: str, engine: str) -> dict[str, object]:
     return {"variant": name, **json.loads(line[7:]), "wall_s": wall}
 
 
+def load() -> str:
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main_job(extra: list[str]) -> None:
     cmd = [sys.executable, "-m", "pytest", "-m", "phase1", "perf_tests", "-p", "no:cacheprovider", "-rs", *extra]
     t = time.perf_counter()
+    before = load()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t
     text = p.stdout + p.stderr
-    print(f"main job: pytest -m phase1 perf_tests: {wall:.1f} s (exit {p.returncode})")
+    print(f"main job: pytest -m phase1 perf_tests: {wall:.1f} s (exit {p.returncode}; {before} -> {load()})")
     for m in re.finditer(r"perfgate: (engine '[^']+' ready in [\d.]+ s|embedded models ready in [\d.]+ s)", text):
         print("  " + m.group(1))
     for m in re.finditer(r"^(PASSED|FAILED|SKIPPED|ERROR).*$|^\s*\S+\s+(pass|fail|inconclusive|recorded|error)\s.*$",
@@ -92,20 +103,26 @@ def main_job(extra: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated: {', '.join(VARIANTS)}")
-    ap.add_argument("--engine", default="baseline", choices=("baseline", "speculative"))
+    ap.add_argument("--variants", default="eager,eager-spawn,eager-mp", help=f"comma-separated: {', '.join(VARIANTS)}")
+    ap.add_argument("--engines", default="baseline,speculative",
+                    help="engines started one after the other in one process, as in the suite")
     ap.add_argument("--main-job", action="store_true", help="also run the phase-1 suite and print its phases")
     ap.add_argument("--no-variants", action="store_true", help="only the main job")
     ns, rest = ap.parse_known_args()
     if not ns.no_variants:
-        print(f"{'variant':14} {'start s':>8} {'1st req s':>9} {'TTFT1 ms':>9} {'TTFT2 ms':>9} {'stop s':>7} {'process s':>9}")
+        print(f"{'variant':13} {'engine':12} {'start s':>8} {'1st req s':>9} {'TTFT1 ms':>9} {'TTFT2 ms':>9} "
+              f"{'stop s':>7}   (process: import, models, total)")
         for name in ns.variants.split(","):
-            r = run_variant(name.strip(), ns.engine)
+            before = load()
+            r = run_variant(name.strip(), ns.engines)
             if "error" in r:
-                print(f"{name:14} ERROR: {r['error']}")
+                print(f"{name:13} ERROR: {r['error']}")
                 continue
-            print(f"{name:14} {r['start_s']:8.1f} {r['request1_s']:9.2f} {r['ttft1_ms']:9.0f} {r['ttft2_ms']:9.0f} "
-                  f"{r['stop_s']:7.1f} {r['wall_s']:9.1f}", flush=True)
+            for e in ns.engines.split(","):
+                print(f"{name:13} {e:12} {r[e + '.start_s']:8.1f} {r[e + '.request1_s']:9.2f} "
+                      f"{r[e + '.ttft1_ms']:9.0f} {r[e + '.ttft2_ms']:9.0f} {r[e + '.stop_s']:7.1f}")
+            print(f"{'':13} {'process':12} import {r['import_s']:.1f} s, models {r['models_s']:.1f} s, "
+                  f"total {r['wall_s']:.1f} s; {before} -> {load()}", flush=True)
     if ns.main_job or ns.no_variants:
         main_job(rest)
     return 0

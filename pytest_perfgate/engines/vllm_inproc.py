@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from ..contract import Clock, EngineError, Request, RequestRecord, run_sync
@@ -28,6 +30,10 @@ _ids = itertools.count()
 def create(name: str, args: Mapping[str, Any]) -> VLLMEngine:
     """Build (not start) an in-process vLLM engine; validates the arguments against vLLM."""
     engine = VLLMEngine(name, args)
+    if _use_forkserver(args):  # its imports overlap with this process's import of vLLM below
+        from .vllm_forkserver import warm
+
+        warm()
     engine.engine_args()  # fail early on unknown/invalid argument names
     return engine
 
@@ -38,7 +44,12 @@ def create(name: str, args: Mapping[str, Any]) -> VLLMEngine:
 # enforce_eager 82 s and 15 s (same machine, same load); on a quieter machine with vLLM's compile
 # cache warm, 78 s compiled vs 48 s eager (benchmarks/README.md). Tiny models gain nothing
 # from compilation or CUDA graphs, so both devices run eagerly.
-EMBEDDED_CPU_OPTIONS: dict[str, Any] = {"enforce_eager": True}
+EMBEDDED_CPU_OPTIONS: dict[str, Any] = {
+    "enforce_eager": True,
+    # the model runs inside the engine-core process instead of a second spawned worker process (one
+    # interpreter start of torch + vLLM less per engine: baseline start 90 -> 40 s under load 6-8)
+    "distributed_executor_backend": "uni",
+}
 EMBEDDED_CUDA_OPTIONS: dict[str, Any] = {
     "enforce_eager": True,  # no CUDA-graph capture for a 3M-parameter model
     "dtype": "bfloat16",  # the CPU default is float32; on a GPU the tensor cores want bf16
@@ -63,6 +74,45 @@ def embedded_start(args: Mapping[str, Any], cuda: bool) -> tuple[dict[str, Any],
         out.setdefault(k, v)
     # vLLM's CPU backend sizes its KV cache from this variable (GiB); 1 fits 8K prompts
     return out, {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def _on_cpu_uniproc(args: Mapping[str, Any]) -> bool:
+    return args.get("distributed_executor_backend") == "uni" and device_name() == "cpu"
+
+
+@contextmanager
+def _uniproc_env(args: Mapping[str, Any]) -> Iterator[None]:
+    """vLLM's CPU platform turns ``distributed_executor_backend = "uni"`` into its multiprocessing
+    executor unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` while the config is built; set it for that
+    moment only (``AsyncLLM`` still runs its engine core in a child process; vLLM's warning about the
+    global seed then concerns that child, not this process)."""
+    if not _on_cpu_uniproc(args):
+        yield
+        return
+    old = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+        else:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = old
+
+
+def _use_forkserver(args: Mapping[str, Any]) -> bool:
+    """Eager single-process CPU engines start their engine core from the warm fork server
+    (:mod:`.vllm_forkserver`); ``PERFGATE_VLLM_FORKSERVER=0`` turns it off (vLLM's own spawn)."""
+    return (os.environ.get("PERFGATE_VLLM_FORKSERVER", "1") != "0" and args.get("enforce_eager") is True
+            and _on_cpu_uniproc(args))
+
+
+def _launcher(args: Mapping[str, Any]) -> AbstractContextManager[None]:
+    if not _use_forkserver(args):
+        return nullcontext()
+    from .vllm_forkserver import launching
+
+    return launching()
 
 
 def _arg_error(name: str, err: BaseException, args: Mapping[str, Any]) -> EngineError:
@@ -112,9 +162,14 @@ class VLLMEngine:
                 pass
 
         async def _make() -> Any:
+            from vllm.usage.usage_lib import UsageContext
             from vllm.v1.engine.async_llm import AsyncLLM
 
-            return AsyncLLM.from_engine_args(engine_args)
+            with _uniproc_env(self.args):
+                config = engine_args.create_engine_config(UsageContext.ENGINE_CONTEXT)
+            with _launcher(self.args):
+                return AsyncLLM.from_vllm_config(config, enable_log_requests=engine_args.enable_log_requests,
+                                                 disable_log_stats=engine_args.disable_log_stats)
 
         try:
             self._llm = run_sync(_make())

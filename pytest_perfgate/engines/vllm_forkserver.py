@@ -1,0 +1,77 @@
+"""Start vLLM's engine-core process from a warm fork server instead of a fresh interpreter (issue #16).
+
+On the CPU, vLLM starts its engine core with ``spawn``: every engine start imports torch and vLLM
+again in a new interpreter (20 s on an idle 2-core machine, 45 s under load), and with vLLM's
+default multiprocessing executor a second time for the worker process. A fork server (Python's
+``multiprocessing`` ``forkserver``) started once per session imports vLLM's engine-core modules
+while the session imports vLLM itself; every engine core is then forked from it, already imported.
+The server is a clean single-threaded process (no OpenMP pool, no engine loop thread), so forking
+it is safe where forking the pytest process is not (a fork after torch ran a parallel region
+hangs in OpenMP).
+
+A fork-server child inherits the server's environment, not the caller's; :class:`_EnvProcess`
+carries the caller's ``os.environ`` at ``Process()`` time into the child, as ``spawn`` would.
+Used only for eager CPU engines (no inductor, whose settings are read at import); see
+:func:`launching`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.context
+import multiprocessing.forkserver
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+# What an engine core imports on the CPU (a missing one is skipped by the server).
+PRELOAD = [
+    "vllm.v1.engine.core",
+    "vllm.v1.executor.uniproc_executor",
+    "vllm.v1.worker.cpu_worker",
+    "vllm.v1.worker.cpu_model_runner",
+    "vllm.model_executor.models.llama",
+]
+
+
+def _with_env(env: Mapping[str, str], target: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: Mapping[str, Any]) -> Any:
+    """Child side: the caller's environment, then the real target."""
+    os.environ.clear()
+    os.environ.update(env)
+    return target(*args, **kwargs)
+
+
+class _EnvProcess(multiprocessing.context.ForkServerProcess):
+    def __init__(self, group: Any = None, target: Callable[..., Any] | None = None, name: str | None = None,
+                 args: Any = (), kwargs: Mapping[str, Any] | None = None, *, daemon: bool | None = None) -> None:
+        super().__init__(group, _with_env, name, (dict(os.environ), target, tuple(args), dict(kwargs or {})),
+                         daemon=daemon)
+
+
+class _Context(multiprocessing.context.ForkServerContext):
+    Process = _EnvProcess
+
+
+CONTEXT = _Context()
+
+
+def warm() -> None:
+    """Start the fork server (idempotent); it imports :data:`PRELOAD` in the background."""
+    CONTEXT.set_forkserver_preload(PRELOAD)
+    multiprocessing.forkserver.ensure_running()
+
+
+@contextmanager
+def launching() -> Iterator[None]:
+    """While active, vLLM starts engine cores through the fork server (``AsyncLLM(...)`` inside)."""
+    import importlib
+
+    engine_utils: Any = importlib.import_module("vllm.v1.engine.utils")  # where vLLM starts engine cores
+    warm()
+    original = engine_utils.get_mp_context
+    engine_utils.get_mp_context = lambda: CONTEXT
+    try:
+        yield
+    finally:
+        engine_utils.get_mp_context = original
