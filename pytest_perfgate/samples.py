@@ -28,7 +28,8 @@ class Samples:
     """Independent observations of one metric, e.g. per-request TTFTs.
 
     ``denominators`` turns the set into a ratio of sums (e.g. output tokens over busy seconds):
-    the "value" statistic is then ``sum(values) / sum(denominators)`` and bootstrap resamples pairs.
+    the "value" statistic is then ``sum(values) / sum(denominators)``, bounded by the ratio estimator
+    (one pair per cluster).
     """
 
     values: npt.NDArray[np.float64]

@@ -19,7 +19,6 @@ See docs/statistics.md for the measured false-pass rates.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -449,53 +448,3 @@ def runs_compare(kind: str, a: Array, b: Array, c: float) -> Bounds:
     lo, hi = _log_welch(float(la.mean()), float(np.var(la, ddof=1)) / a.size, a.size - 1,
                         float(lb.mean()), float(np.var(lb, ddof=1)) / b.size, b.size - 1, c)
     return _log_transform(kind, lo, hi, obs, method)
-
-
-# ---------------------------------------------------------------- bootstrap (comparisons)
-
-BOOTSTRAP_RESAMPLES = 2000
-
-
-def seed_for(name: str) -> int:
-    """A fixed seed per gate name, so verdicts are reproducible run to run."""
-    return zlib.crc32(name.encode("utf-8"))
-
-
-def bootstrap_bounds(
-    stat: Callable[[Array], Array],
-    observed: float,
-    c: float,
-    draws: Array,
-    method: str = "bootstrap",
-) -> Bounds:
-    """Percentile bounds from ``draws`` (one statistic value per resample)."""
-    finite = draws[np.isfinite(draws)]
-    if finite.size == 0:
-        return Bounds(observed, -math.inf, math.inf, method)
-    lo, hi = np.quantile(finite, [1 - c, c])
-    return Bounds(observed, float(lo), float(hi), method)
-
-
-def resample_stat(
-    x: Array, stat_kind: str, q: float | None, rng: np.random.Generator, b: int, den: Array | None = None
-) -> Array:
-    """``b`` bootstrap replicates of a statistic of ``x`` (vectorised; memory-bounded)."""
-    n = x.size
-    if n == 1 and den is None:
-        return np.full(b, float(x[0]))
-    out = np.empty(b)
-    chunk = max(1, min(b, 4_000_000 // max(n, 1)))
-    for start in range(0, b, chunk):
-        m = min(chunk, b - start)
-        idx = rng.integers(0, n, size=(m, n))
-        xs = x[idx]
-        if den is not None:
-            out[start : start + m] = xs.sum(axis=1) / den[idx].sum(axis=1)
-        elif stat_kind == "mean":
-            out[start : start + m] = xs.mean(axis=1)
-        elif stat_kind == "quantile":
-            assert q is not None
-            out[start : start + m] = np.quantile(xs, q, axis=1, method="inverted_cdf")
-        else:
-            out[start : start + m] = xs.mean(axis=1)
-    return out

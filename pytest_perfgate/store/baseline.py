@@ -2,8 +2,8 @@
 
 The test reuses each gate's own bounds. Both runs are evaluated at confidence
 ``c' = 1 - (1 - c) / 2`` (Bonferroni over the two runs) with the gate's method (exact
-order-statistic bounds for percentiles, Clopper-Pearson for rates, t for means, bootstrap for
-comparisons). For a smaller-is-better gate the ratio current / baseline is then at least
+order-statistic bounds for percentiles, Clopper-Pearson for rates, t for means, per-run bounds
+combined for comparisons). For a smaller-is-better gate the ratio current / baseline is then at least
 ``lower(current) / upper(baseline)`` with confidence ``c``: when that bound exceeds ``1 + regression``
 the run has regressed by more than the tolerance (the minimum effect size). Bigger-is-better gates
 mirror it (``upper(current) / lower(baseline) < 1 - regression``). Because both one-sided bounds are

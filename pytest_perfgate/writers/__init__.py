@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..atomic import atomic_write_text
-from ..text import clean_text
+from ..text import clean_text, number
 
 __all__ = [
     "WRITERS",
@@ -185,7 +185,7 @@ METHOD_NOTES = {
     "clopper-pearson": "rates and proportions: exact Clopper-Pearson bounds",
     "t": "means: Student-t bounds",
     "bootstrap": "comparisons of two runs (ratio, difference, reduction) and ratio metrics: "
-    "percentile bootstrap with a fixed seed per gate",
+    "percentile bootstrap with a fixed seed per gate (decision records of earlier versions)",
     "single": "a single measurement: no confidence interval, the value itself is compared",
 }
 
@@ -219,6 +219,30 @@ def verdicts_of(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The verdict dicts of a phase entry (anything malformed left out)."""
     vs = entry.get("verdicts")
     return [v for v in vs if isinstance(v, Mapping)] if isinstance(vs, list) else []
+
+
+def phase_meta(entry: Mapping[str, Any], *, code: Callable[[str], str], plain: Callable[[str], str],
+               thresholds_file: bool = False) -> list[str]:
+    """The phase's run, commit, time, (``thresholds_file``: thresholds file by name,) confidence and
+    dependencies; ``code`` and ``plain`` escape and mark up the document's text."""
+    meta = []
+    if entry.get("run_id"):
+        meta.append(f"run {code(clean_text(entry.get('run_id')))}")
+    if entry.get("git_commit"):
+        meta.append(f"commit {code(clean_text(entry.get('git_commit'))[:12])}")
+    if entry.get("timestamp"):
+        meta.append(plain(clean_text(entry.get("timestamp"))))
+    if thresholds_file and entry.get("thresholds_file"):  # by name: no absolute paths
+        sha = clean_text(entry.get("thresholds_sha256"))[:12]
+        name = clean_text(entry.get("thresholds_file")).replace("\\", "/").rsplit("/", 1)[-1]
+        meta.append(f"thresholds {plain(name)}" + (f" (sha256 {plain(sha)})" if sha else ""))
+    conf = number(entry.get("confidence"))
+    if conf is not None:
+        meta.append(f"confidence {conf * 100:g}%")
+    deps = strings(entry.get("depends_on"))
+    if deps:
+        meta.append("depends on " + ", ".join(code(d) for d in deps))
+    return meta
 
 
 def verdict_values(selected: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> list[str]:

@@ -19,19 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import text as tx
+from .. import writers as common
 from ..text import clean_text, number
-from . import (
-    BOUNDS_NOTE,
-    METHOD_NOTES,
-    RenderedWriter,
-    atomic_write_text,
-    inconclusive_note,
-    phase_label,
-    select_phases,
-    strings,
-    verdict_values,
-    verdicts_of,
-)
+from . import BOUNDS_NOTE, METHOD_NOTES, RenderedWriter, atomic_write_text
 from .html_markup import (
     FT_CLASS,
     PHASE_CLASS,
@@ -120,19 +110,19 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
         return "<section><p>No phase results recorded.</p></section>"
     rows = []
     for i, (name, entry) in enumerate(selected):
-        vs = verdicts_of(entry)
+        vs = common.verdicts_of(entry)
         counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("fail", "error", "inconclusive", "pass", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
-        fbs = [_fallback(doc, fb) for fb in strings(entry.get("triggered_fallbacks"))]
+        fbs = [_fallback(doc, fb) for fb in common.strings(entry.get("triggered_fallbacks"))]
         cls = PHASE_CLASS.get(clean_text(entry.get("outcome")), "none")
         rows.append(
             f'<tr><td><a href="#{_slug(name, i)}">{_e(name)}</a><div class="summary">{_e(entry.get("title"))}</div></td>'
-            f'<td><span class="badge {cls}">{_e(phase_label(entry.get("outcome")))}</span></td>'
+            f'<td><span class="badge {cls}">{_e(common.phase_label(entry.get("outcome")))}</span></td>'
             f"<td>{_e(gates)}</td><td>{'<br>'.join(fbs) or '-'}</td></tr>"
         )
     failing = []
     for i, (name, entry) in enumerate(selected):
-        for case, v in _failing_first(verdicts_of(entry)):
+        for case, v in _failing_first(common.verdicts_of(entry)):
             if v.get("outcome") in ("fail", "error") or (v.get("outcome") == "inconclusive"):
                 cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
                 failing.append(f'<li><a href="#{_gate_id(i, case)}">{_e(name)} / {_e(case)}</a> '
@@ -144,6 +134,10 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
         + (f'<h3>Gates that did not pass</h3><ul class="plain">{"".join(failing)}</ul>' if failing else "")
         + "</section>"
     )
+
+
+def _code(text: str) -> str:
+    return f"<code>{_e(text)}</code>"
 
 
 def _strong(text: str) -> str:
@@ -171,7 +165,7 @@ def _change_text(v: Mapping[str, Any]) -> str:
 
 
 def _gate_table(doc: Mapping[str, Any], entry: Mapping[str, Any], index: int) -> str:
-    vs = verdicts_of(entry)
+    vs = common.verdicts_of(entry)
     head = "".join(
         f"<th>{h}</th>"
         for h in ("gate", "metric", "observed", "bounds", "threshold", "baseline", "vs baseline run", "outcome",
@@ -182,7 +176,7 @@ def _gate_table(doc: Mapping[str, Any], entry: Mapping[str, Any], index: int) ->
         cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
         failed = v.get("outcome") == "fail"
         fbs = ", ".join(
-            f"<code>{_e(f)}</code>" + (" <strong>triggered</strong>" if failed else "") for f in strings(v.get("fallbacks"))
+            f"<code>{_e(f)}</code>" + (" <strong>triggered</strong>" if failed else "") for f in common.strings(v.get("fallbacks"))
         )
         test = f'<div class="summary">{_e(v.get("test"))}</div>' if v.get("test") else ""
         rows.append(
@@ -199,7 +193,7 @@ def _gate_table(doc: Mapping[str, Any], entry: Mapping[str, Any], index: int) ->
             f"<td>{fbs or '-'}</td>"
             "</tr>"
         )
-    for gate in strings(entry.get("not_evaluated")):
+    for gate in common.strings(entry.get("not_evaluated")):
         rows.append(
             f'<tr class="notrun"><td><strong>{_e(gate)}</strong></td>'
             '<td colspan="8">not evaluated in this run</td></tr>'
@@ -214,31 +208,19 @@ def _phase(doc: Mapping[str, Any], index: int, name: str, entry: Mapping[str, An
     outcome = clean_text(entry.get("outcome"))
     cls = PHASE_CLASS.get(outcome, "none")
     title = clean_text(entry.get("title"))
-    meta = []
-    if entry.get("run_id"):
-        meta.append(f"run <code>{_e(entry.get('run_id'))}</code>")
-    if entry.get("git_commit"):
-        meta.append(f"commit <code>{_e(str(entry.get('git_commit'))[:12])}</code>")
-    if entry.get("timestamp"):
-        meta.append(_e(entry.get("timestamp")))
-    conf = number(entry.get("confidence"))
-    if conf is not None:
-        meta.append(f"confidence {conf * 100:g}%")
-    deps = strings(entry.get("depends_on"))
-    if deps:
-        meta.append("depends on " + ", ".join(f"<code>{_e(d)}</code>" for d in deps))
+    meta = common.phase_meta(entry, code=_code, plain=_e)
     parts = [
         f'<section id="{_slug(name, index)}">',
-        f'<h2><span class="badge {cls}">{_e(phase_label(outcome))}</span> Phase {_e(name)}'
+        f'<h2><span class="badge {cls}">{_e(common.phase_label(outcome))}</span> Phase {_e(name)}'
         + (f": {_e(title)}" if title else "")
         + "</h2>",
         f'<div class="meta">{" &middot; ".join(meta)}</div>' if meta else "",
         _gate_table(doc, entry, index),
     ]
-    vs = verdicts_of(entry)
+    vs = common.verdicts_of(entry)
     if inconclusive != "fail" and any(v.get("outcome") == "inconclusive" for v in vs):
         parts.append("<p>Inconclusive gates are reported as warnings in this run, not as failures.</p>")
-    triggered = strings(entry.get("triggered_fallbacks"))
+    triggered = common.strings(entry.get("triggered_fallbacks"))
     if triggered:
         items = [f"<li>{_fallback(doc, fb)}</li>" for fb in triggered]
         parts.append(f'<h3>Triggered fallbacks</h3><ul class="plain">{"".join(items)}</ul>')
@@ -262,21 +244,21 @@ def _phase(doc: Mapping[str, Any], index: int, name: str, entry: Mapping[str, An
     return "".join(parts)
 
 def _notes(selected: list[tuple[str, Mapping[str, Any]]], inconclusive: str) -> str:
-    methods = verdict_values(selected, "method")
+    methods = common.verdict_values(selected, "method")
     items = [f"<li>{_e(BOUNDS_NOTE)}</li>"]
     items += [f"<li><code>{_e(m)}</code>: {_e(METHOD_NOTES.get(m, ''))}</li>" for m in methods]
     items.append(
         "<li>Interval plot: bar = confidence bounds (an arrow where a bound is unbounded), dot = observed value, "
         "solid line = threshold, dashed line = baseline.</li>"
     )
-    items.append(f"<li>{_e(inconclusive_note(inconclusive))}</li>")
+    items.append(f"<li>{_e(common.inconclusive_note(inconclusive))}</li>")
     return f'<section><h3>Notes on the statistics</h3><ul class="plain">{"".join(items)}</ul></section>'
 
 
 def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclusive: str = "fail",
            store_dir: Path | None = None) -> str:
     """``report.html`` as text; ``store_dir``: draw the plots from that results directory's stored data."""
-    selected = select_phases(doc, phases)
+    selected = common.select_phases(doc, phases)
     store = Store(store_dir) if store_dir is not None else None
     body = [_header(doc, selected), _overview(doc, selected)]
     body += [_phase(doc, i, name, entry, inconclusive, store) for i, (name, entry) in enumerate(selected)]

@@ -19,7 +19,6 @@ from ..text import (
     fallback_info,
     fallback_line,
     metric_text,
-    number,
     outcome_text,
     shown,
     threshold_text,
@@ -32,6 +31,7 @@ from . import (
     inconclusive_note,
     is_url,
     phase_label,
+    phase_meta,
     select_phases,
     strings,
     verdict_values,
@@ -62,23 +62,7 @@ def _doc_link(doc: str) -> str:
 
 def _meta(entry: Mapping[str, Any]) -> list[str]:
     """The phase's run, commit, time, thresholds file, confidence and dependencies."""
-    meta = []
-    if entry.get("run_id"):
-        meta.append(f"run {md(entry.get('run_id'))}")
-    if entry.get("git_commit"):
-        meta.append(f"commit {md(str(entry.get('git_commit'))[:12])}")
-    if entry.get("timestamp"):
-        meta.append(md(entry.get("timestamp")))
-    if entry.get("thresholds_file"):  # by name: no absolute paths in the summary
-        sha = clean_text(entry.get("thresholds_sha256"))[:12]
-        name = clean_text(entry.get("thresholds_file")).replace("\\", "/").rsplit("/", 1)[-1]
-        meta.append(f"thresholds {md(name)}" + (f" (sha256 {md(sha)})" if sha else ""))
-    conf = number(entry.get("confidence"))
-    if conf is not None:
-        meta.append(f"confidence {conf * 100:g}%")
-    deps = strings(entry.get("depends_on"))
-    if deps:
-        meta.append("depends on " + ", ".join(md(d) for d in deps))
+    meta = phase_meta(entry, code=md, plain=md, thresholds_file=True)
     return [" · ".join(meta), ""] if meta else []
 
 
