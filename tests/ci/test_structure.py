@@ -28,11 +28,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("engines/rawhttp.py", ""): "pending: CONTRACT/ENGINES (engines/openai/ package)",
     ("engines/rawhttp.py", "Exchange._feed"): "pending: CONTRACT/ENGINES (engines/openai/ package)",
     ("plugin.py", ""): "pending: PLUGIN/API (thin plugin)",
-    ("sequential.py", "sample_until_decided"): "pending: VERDICTS/TEXT/WRITERS",
-    ("stats.py", ""): "pending: VERDICTS/TEXT/WRITERS",
-    ("verdict.py", ""): "pending: VERDICTS/TEXT/WRITERS",
-    ("writers/html.py", ""): "pending: VERDICTS/TEXT/WRITERS",
-    ("writers/markdown.py", "_phase"): "pending: VERDICTS/TEXT/WRITERS",
 }
 
 
