@@ -111,7 +111,7 @@ class OursClient:
         if self.engine_file:
             import importlib.util
 
-            spec = importlib.util.spec_from_file_location("pytest_perfgate.engines._bench_openai", self.engine_file)
+            spec = importlib.util.spec_from_file_location("pytest_perfgate.engines.openai._bench_engine", self.engine_file)
             assert spec is not None and spec.loader is not None
             mod = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = mod

@@ -19,7 +19,7 @@ EngineFactory = Callable[[str, Mapping[str, Any]], Engine]
 # kind -> "module:function" (imported lazily so that listing kinds costs nothing)
 _REGISTRY: dict[str, str] = {
     "vllm": "pytest_perfgate.engines.vllm_inproc:create",
-    "openai": "pytest_perfgate.engines.openai:create",
+    "openai": "pytest_perfgate.engines.openai.engine:create",
     "vllm-server": "pytest_perfgate.engines.vllm_server:create",
     "transformers-vlm": "pytest_perfgate.engines.transformers_vlm:create",
 }

@@ -11,7 +11,8 @@ from pytest_perfgate import contract
 from pytest_perfgate.calib import Script, ScriptedServer
 from pytest_perfgate.contract import Request, RequestRecord
 from pytest_perfgate.engines import registry
-from pytest_perfgate.engines.openai import OpenAIEngine, parse_prometheus
+from pytest_perfgate.engines.openai import OpenAIEngine
+from pytest_perfgate.engines.prometheus import parse_prometheus
 
 TOL_NS = 20_000_000  # client vs server timestamps: generous for loaded CI machines
 

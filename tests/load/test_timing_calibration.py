@@ -20,8 +20,11 @@ import pytest
 
 from pytest_perfgate import contract
 from pytest_perfgate.contract import Request, RequestRecord
-from pytest_perfgate.engines.openai import OpenAIEngine, _parse_events, _parse_events_generic
-from pytest_perfgate.engines.rawhttp import Exchange
+from pytest_perfgate.engines.openai import OpenAIEngine
+from pytest_perfgate.engines.openai.http1 import Connection, Exchange
+from pytest_perfgate.engines.openai.sse import ChunkEvents, decode_events, decode_generic
+from pytest_perfgate.engines.openai.transport import Response
+from pytest_perfgate.engines.openai.transport_raw import split_events
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.timeouts import scaled
@@ -107,37 +110,47 @@ def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None
         eng.stop()
 
 
-def _exchange(body: bytes, cuts: list[int], times: list[int]) -> Exchange:
-    """An exchange as _Conn would build it from ``body`` (chunked) delivered in reads split at ``cuts``."""
-    from pytest_perfgate.engines.rawhttp import _Conn
-
-    conn = _Conn()
+def _events(body: bytes, cuts: list[int], times: list[int], bulk: bool) -> tuple[list[tuple[int, bytes]], int | None]:
+    """(events, [DONE] arrival) as the raw transport hands them to the decoders, from ``body``
+    (chunked) delivered in reads split at ``cuts``; ``bulk``: the common case is expected."""
+    conn = Connection()
     ex = Exchange()
+    response = Response("completions")
+    response.chunks = ex.sink = ChunkEvents("completions")
     conn.begin(ex, iter(times).__next__, "POST", None)  # type: ignore[arg-type]
     head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     data = head + body
     edges = [0, *cuts, len(data)]
     for a, b in itertools.pairwise(edges):
         conn.data_received(data[a:b])
-    return ex
+    assert ex.complete and ex.bulk == bulk
+    if bulk:
+        c = response.chunks
+        return list(zip(c.times, b"".join(c.data).split(b"\n\n")[:-1], strict=True)), c.done_ns
+    split_events(ex, response)
+    return response.splitter.events, response.splitter.done_ns
 
 
 def test_events_are_stamped_with_the_read_that_completed_them() -> None:
     e1, e2, e3 = b'data: {"choices":[{"text":"a"}]}\n\n', b'data: {"choices":[{"text":"b"}]}\n\n', b"data: [DONE]\n\n"
-    # one event per HTTP chunk, the second split across two reads
+    # one event per HTTP chunk, the second split across two reads (checked in bulk as it arrives)
     body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in (e1, e2, e3)) + b"0\r\n\r\n"
     head_len = len(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
     split = head_len + body.index(b"b\"}") + 1
-    ex = _exchange(body, [split], [100, 200])
-    assert ex.complete
-    events, done = ex.sse_events()
+    events, done = _events(body, [split], [100, 200], bulk=True)
     assert [t for t, _ in events] == [100, 200] and done == 200
-    # several events in one HTTP chunk (the general path), split across reads
+    assert [ev for _, ev in events] == [e1[:-2], e2[:-2]]
+    # several events in one HTTP chunk (the framing walked, events split afterwards), split across reads
     blob = e1 + e2 + e3
     body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(blob), blob)
-    ex = _exchange(body, [head_len + 10 + len(e1) + 3], [100, 200])
-    events, done = ex.sse_events()
+    events, done = _events(body, [head_len + 10 + len(e1) + 3], [100, 200], bulk=False)
     assert [t for t, _ in events] == [100, 200] and done == 200
+    assert [ev for _, ev in events] == [e1[:-2], e2[:-2]]
+    # CRLF line ends, the blank line split across reads: stamped with the read holding its last byte
+    crlf = blob.replace(b"\n", b"\r\n")
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(crlf), crlf)
+    events, done = _events(body, [head_len + body.index(b"\r\n\r\n") + 3], [100, 200], bulk=False)
+    assert [t for t, _ in events] == [200, 200] and done == 200
     assert [ev for _, ev in events] == [e1[:-2], e2[:-2]]
 
 
@@ -168,6 +181,6 @@ def test_fast_parser_agrees_with_generic(api: str) -> None:
     for events in streams:
         timed = [(i * 10, e) for i, e in enumerate(events)]
         fast, ref = RequestRecord(index=0, end_ns=99), RequestRecord(index=0, end_ns=99)
-        _parse_events(timed, fast, api)
-        _parse_events_generic(timed, ref, api)
+        decode_events(timed, fast, api)
+        decode_generic(timed, ref, api)
         assert fast == ref

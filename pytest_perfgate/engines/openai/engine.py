@@ -1,0 +1,233 @@
+"""Engine kind ``openai``: any OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp).
+
+Arguments (``[engines.NAME]`` table): ``base_url`` (``http://127.0.0.1:8000``), ``model``,
+``api`` (``"completions"`` | ``"chat"``; a request's own ``api`` wins), ``api_key_env`` (the *name*
+of an environment variable holding the key; the key is never stored in :meth:`info`, logs or
+errors), ``timeout`` (seconds per request, default 600), ``metrics_path`` (``"/metrics"``),
+``tokenizer`` (path or name for exact-length prompts; default: ``model``) and
+``continuous_usage_stats`` (default true: ask vLLM/SGLang for cumulative usage in every chunk, which
+gives exact tokens per chunk under speculative decoding; servers that do not know the option
+ignore it).
+
+``transport`` (default ``"auto"``): ``"raw"`` is our own HTTP/1.1 client
+(:mod:`.transport_raw`), ``"aiohttp"`` the aiohttp client (:mod:`.transport_aiohttp`); ``"auto"``
+takes ``raw`` for ``http://`` URLs and aiohttp for ``https://`` and for hosts reached through a
+proxy from the environment (``HTTP_PROXY``/``NO_PROXY``; loopback hosts never are).
+
+The send stamp (``RequestRecord.sent_ns``, the start of TTFT and E2E) is taken right before the
+request is written to the socket, after the connection is ready; a request that had to open a new
+connection first records that time apart in ``RequestRecord.connect_ns`` (None when it reused a
+kept-alive one), so connection setup shows up in ``queue_time`` and ``connect_ns``, never in TTFT.
+Every network read is stamped by ``clock()`` before anything is parsed (:mod:`.http1`,
+:mod:`.transport_aiohttp`); :mod:`.sse` turns the stamped events into chunks and token counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from ...contract import Clock, EngineError, Request, RequestRecord, run_sync
+from ..prometheus import parse_prometheus
+from .sse import CONTROL
+from .transport import Response, Transport, TransportError
+
+_BODY_LIMIT = 200  # characters of an HTTP error body kept in record.error
+_ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+_KNOWN = frozenset({"base_url", "model", "api", "api_key_env", "timeout", "metrics_path", "tokenizer",
+                    "continuous_usage_stats", "transport"})
+
+
+class OpenAIEngine:
+    """Client of one OpenAI-compatible server through one :class:`.transport.Transport`."""
+
+    kind = "openai"
+
+    def __init__(self, name: str, args: Mapping[str, Any]) -> None:
+        self.name = name
+        unknown = set(args) - _KNOWN
+        if unknown:
+            raise EngineError(f"engine {name!r}: unknown arguments {sorted(unknown)} (known: {sorted(_KNOWN)})")
+        if "base_url" not in args or "model" not in args:
+            raise EngineError(f"engine {name!r} (openai): 'base_url' and 'model' are required")
+        self.base_url = str(args["base_url"]).rstrip("/")
+        if self.base_url.endswith("/v1"):
+            self.base_url = self.base_url[:-3]
+        self.model = str(args["model"])
+        self.api = str(args.get("api", "completions"))
+        if self.api not in _ENDPOINTS:
+            raise EngineError(f"engine {name!r}: api must be 'completions' or 'chat', got {self.api!r}")
+        self.api_key_env: str | None = args.get("api_key_env")
+        try:
+            self.timeout = float(args.get("timeout", 600.0))
+        except (TypeError, ValueError):
+            raise EngineError(f"[engines.{name}] timeout: must be a number of seconds, got {args.get('timeout')!r}") from None
+        if not self.timeout > 0:
+            raise EngineError(f"[engines.{name}] timeout: must be > 0, got {self.timeout}")
+        self.metrics_path = str(args.get("metrics_path", "/metrics"))
+        self.tokenizer_name = str(args.get("tokenizer") or self.model)
+        self.continuous_usage_stats = bool(args.get("continuous_usage_stats", True))
+        headers: dict[str, str] = {"Content-Type": "application/json"}
+        self._key: str | None = None
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if key is None:
+                raise EngineError(f"engine {name!r}: environment variable {self.api_key_env} (api_key_env) is not set")
+            self._key = key
+            headers["Authorization"] = f"Bearer {key}"
+        self._version: str | None = None
+        self._tokenizer: Any = None
+        self._transport = self._make_transport(str(args.get("transport", "auto")), headers)
+
+    def _make_transport(self, choice: str, headers: Mapping[str, str]) -> Transport:
+        if choice not in ("auto", "raw", "aiohttp"):
+            raise EngineError(f"engine {self.name!r}: transport must be 'auto', 'raw' or 'aiohttp', got {choice!r}")
+        try:
+            url = urlsplit(self.base_url)
+            url.port  # noqa: B018 - raises for a bad port
+        except ValueError as e:
+            raise EngineError(f"[engines.{self.name}] base_url: cannot parse {self.base_url!r}: {e}") from None
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise EngineError(f"[engines.{self.name}] base_url: need http(s)://host[:port], got {self.base_url!r}")
+        if url.scheme != "http" and choice == "raw":
+            raise EngineError(f"engine {self.name!r}: transport 'raw' needs an http:// base_url, got {self.base_url!r}")
+        proxied = url.scheme == "http" and choice == "auto" and _proxied(url.hostname)
+        if url.scheme == "http" and (choice == "raw" or (choice == "auto" and not proxied)):
+            from .transport_raw import RawTransport
+
+            return RawTransport(url.hostname, url.port or 80, headers, url.path.rstrip("/"))
+        from .transport_aiohttp import AiohttpTransport  # lazy: aiohttp only where it is used
+
+        return AiohttpTransport(self.base_url, headers, trust_env=proxied)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Read the server version (if ``/version`` exists)."""
+        run_sync(self._start())
+
+    async def _start(self) -> None:
+        if self._version is not None:
+            return
+        got = await self._transport.get("/version", 5)
+        if got is None or got[0] != 200:
+            return
+        try:
+            data = orjson.loads(got[1])
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(data, dict) and "version" in data:
+            self._version = str(data["version"])
+
+    def stop(self) -> None:
+        run_sync(self._transport.close())
+
+    async def counters(self) -> dict[str, float]:
+        """Counters and gauges of ``metrics_path``, flattened (see :func:`.prometheus.parse_prometheus`)."""
+        got = await self._transport.get(self.metrics_path, 30)
+        if got is None or got[0] != 200:
+            return {}
+        return parse_prometheus(got[1].decode("utf-8", "replace"))
+
+    # -- metadata ----------------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """Kind, base URL, model, API, server version; the key's variable name, never the key."""
+        return {
+            "name": self.name, "kind": self.kind, "base_url": self.base_url, "model": self.model, "api": self.api,
+            "api_key_env": self.api_key_env, "timeout": self.timeout, "metrics_path": self.metrics_path,
+            "tokenizer": self.tokenizer_name, "continuous_usage_stats": self.continuous_usage_stats,
+            "server_version": self._version, "transport": self._transport.kind,
+        }
+
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer  # lazy: heavy import
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_name)
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenizer().encode(text, add_special_tokens=False))
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    # -- generation --------------------------------------------------------------------------
+    def _payload(self, request: Request, api: str) -> bytes:
+        body: dict[str, Any] = {
+            "model": self.model, "max_tokens": request.max_tokens, "temperature": request.temperature,
+            "stream": True, "ignore_eos": request.ignore_eos,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": self.continuous_usage_stats}
+            if self.continuous_usage_stats else {"include_usage": True},
+        }
+        if api == "chat":
+            if not isinstance(request.prompt, str):
+                raise ValueError("the chat API needs a text prompt, got token ids")
+            body["messages"] = [{"role": "user", "content": request.prompt}]
+        else:
+            body["prompt"] = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+        body.update(request.extra)
+        return orjson.dumps(body)
+
+    async def generate(self, request: Request, record: RequestRecord, clock: Clock) -> None:
+        """Stream one request; fill ``record``; faults become ``record.error`` (never raised)."""
+        api = request.api or self.api
+        record.tag = record.tag or request.tag
+        record.expected_prompt_tokens = request.prompt_tokens
+        try:
+            payload = self._payload(request, api)
+        except (ValueError, TypeError) as e:
+            record.error = f"bad request: {e}"
+            return
+        response = Response(api)
+        try:
+            async with asyncio.timeout(self.timeout):
+                record.sent_ns = clock()  # replaced by the transport's stamp at the socket write
+                try:
+                    await self._transport.stream(_ENDPOINTS[api], payload, clock, response)
+                finally:
+                    response.stamps_into(record)
+        except TimeoutError:
+            n = response.events_received()
+            record.error = f"timeout: no complete answer within {self.timeout:g} s ({n} events received)"
+        except asyncio.CancelledError:  # cancelled from outside (run budget, Ctrl-C): keep the chunks received
+            n = response.events_received()
+            record.error = (f"cancelled: the run ended this request after {n} events" if 0 < response.status < 400
+                            else "cancelled: the run ended this request before an answer")
+            if n:
+                response.decode(record)
+            raise
+        except TransportError as e:
+            record.error = self._redact(str(e))
+            if not e.keep_events:
+                return
+        else:
+            if response.status >= 400:
+                record.error = f"HTTP {response.status}: {self._error_body(response.body)}"
+                return
+        if record.error is None or response.events_received():
+            response.decode(record)
+
+    def _error_body(self, body: bytes) -> str:
+        text = " ".join(self._redact(body.decode("utf-8", "replace")).translate(CONTROL).split())
+        return text if len(text) <= _BODY_LIMIT else text[:_BODY_LIMIT] + "..."
+
+
+def _proxied(host: str) -> bool:
+    """Would an environment proxy be used for ``http://host``? Loopback never is."""
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return False
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get("http") or proxies.get("all")):
+        return False
+    return not urllib.request.proxy_bypass_environment(host, proxies)  # type: ignore[attr-defined]
+
+
+def create(name: str, args: Mapping[str, Any]) -> OpenAIEngine:
+    """Factory registered for kind ``openai``."""
+    return OpenAIEngine(name, args)
