@@ -15,7 +15,9 @@ pytestmark = pytest.mark.needs_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# small budgets: the same suite and gates, sized for a CI job on 2 cores
+# small budgets: the same suite and gates, sized for a CI job on 2 cores (the prefix-cache gate keeps
+# the main job's 2,048-token prefix and 8 requests: at 1,024 tokens a hit saves too little of a cold
+# prefill for the 80% gate to be decided on a loaded machine)
 BUDGETS = """
 [params.phase1.embedded]
 prompt_tokens = 2000
@@ -23,22 +25,21 @@ max_tokens = 16
 requests = 3
 ttft_max_samples = 12
 max_seconds = 60
-prefix_requests = 6
-prefix_tokens = 1024
+prefix_requests = 8
 prompt_set_requests = 3
 prompt_set_max_tokens = 64
 prompt_set_tokens = 128
 """
 
 
-def suite(pytester: pytest.Pytester, edits: dict[str, str]) -> None:
+def suite(pytester: pytest.Pytester, edits: dict[str, str], budgets: str = BUDGETS) -> None:
     text = (ROOT / "thresholds.toml").read_text()
     # the repo's own embedded budgets are renamed away (TOML can't redefine a table)
     text = text.replace("[params.phase1.embedded]", "[params.phase1.embedded_main_job]")
     for old, new in edits.items():
         assert old in text, old
         text = text.replace(old, new, 1)
-    pytester.makefile(".toml", thresholds=text + BUDGETS)
+    pytester.makefile(".toml", thresholds=text + budgets)
     dst = pytester.path / "perf_tests"
     dst.mkdir()
     for f in (ROOT / "perf_tests").glob("*.py"):
@@ -83,12 +84,12 @@ def test_phase1_failing_thresholds(pytester: pytest.Pytester) -> None:
     suite(pytester, {
         'min = "70%"\nbands': 'min = "99%"\nbands',  # no tiny draft reaches 99%: switch_draft_model runs
         'candidate_drafts = ["embedded:draft", "embedded:draft_independent"]': 'candidate_drafts = ["embedded:draft_independent"]',
-    })
+    }, budgets=BUDGETS.replace("ttft_max_samples = 12", "ttft_max_samples = 300"))  # a p99 pass needs >= 299
     r = pytester.runpytest_subprocess("-m", "phase1", "perf_tests", "-p", "no:cacheprovider", "-rs", timeout=900)
     out = r.stdout.str()
     assert r.ret == 1, out[-4000:]
     # CPU TTFT of 2,000-token prompts is far above 150 ms; acceptance is below 99%
-    r.stdout.fnmatch_lines(["*GateFailure: gate long_context_ttft: ttft p99 = *> max 150 ms*",
+    r.stdout.fnmatch_lines(["*gate long_context_ttft: ttft p99 = *> max 150 ms*",
                             "*-> fallback: tiered_kv_cache*"])
     r.stdout.fnmatch_lines(["*plan A offloads KV blocks from GPU memory to CPU memory*no CUDA GPU*"])
     r.stdout.fnmatch_lines(["*plan B*needs >= 2 CUDA GPUs*"])
