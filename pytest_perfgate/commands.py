@@ -213,10 +213,11 @@ def _evaluate(ns: argparse.Namespace) -> int:
     vs_base = live.get("vs_baseline")
     if isinstance(vs_base, Mapping) and vs_base.get("baseline_run"):
         # the live verdict was compared with a baseline run: compare again, the same way
+        from .rules import resolve_confidence
         from .store.baseline import apply, compare
 
         base = _run_verdict(ns.results, str(vs_base["baseline_run"]), ns.gate)
-        c = stored.confidence or gate.confidence or th.settings.confidence
+        c = resolve_confidence(gate, th, stored.confidence)
         cmp = compare(gate, stored.data, load(Path(base["results_dir"]) / base["samples"]).data, confidence=c,
                       thresholds=th, baseline_run=base["run_id"], baseline_label=str(vs_base.get("baseline_label", "")))
         if cmp is not None:
@@ -245,6 +246,7 @@ def _diff(ns: argparse.Namespace) -> int:
             tol = parse_quantity(ns.tolerance).base
         except UnitError as e:
             raise CommandError(f"--tolerance {ns.tolerance}: {e}", USAGE) from None
+    from .rules import resolve_confidence
     from .store import history
 
     db = _history_path(ns.results)
@@ -267,19 +269,19 @@ def _diff(ns: argparse.Namespace) -> int:
             da, db_ = load(Path(a["results_dir"]) / a["samples"]), load(Path(b["results_dir"]) / b["samples"])
         except StoreError as e:
             raise CommandError(str(e)) from None
-        c = db_.confidence or gate.confidence or th.settings.confidence
+        c = resolve_confidence(gate, th, db_.confidence)
         cmp = compare(gate, db_.data, da.data, confidence=c, thresholds=th, tolerance=tol,
                       baseline_run=a["run_id"], baseline_label=f"run {a['run_id']}")
         if cmp is not None:
             out.append({"run": b["run_id"], **cmp.to_dict()})
     if not out:
         raise CommandError(f"no gate with stored data in both {ns.a} and {ns.b}")
-    regressed = [c for c in out if c["regressed"]]
+    regressed = [row for row in out if row["regressed"]]
     if ns.json:
-        _print_json({"a": ns.a, "b": ns.b, "comparisons": out, "regressed": [c["gate"] for c in regressed]})
+        _print_json({"a": ns.a, "b": ns.b, "comparisons": out, "regressed": [row["gate"] for row in regressed]})
     else:
-        for c in out:
-            print(f"gate {c['gate']}: {c['text']}")
+        for row in out:
+            print(f"gate {row['gate']}: {row['text']}")
     return FAILED if regressed else OK
 
 

@@ -11,6 +11,7 @@ import math
 from dataclasses import replace
 
 from ..config import Gate, Thresholds
+from ..rules import resolve_confidence
 from ..verdict import Verdict
 from .compare import min_runs, ratio_bound
 from .stats import DEFAULT_DEFINITION, MemoryReport, check_definition
@@ -36,7 +37,7 @@ def batch_ratio_verdict(gate: Gate, sweep: SweepResult, *, thresholds: Threshold
     """Ratio of max safe batches, ``setting`` (default: the sweep's best) over ``reference``.
 
     When the best is picked from the sweep, its bound is Bonferroni-split over every candidate."""
-    c = confidence or gate.confidence or (thresholds.settings.confidence if thresholds else 0.95)
+    c = resolve_confidence(gate, thresholds, confidence)
     if setting is None:
         best = sweep.best(c, reference)
         name, bound, cands = best.setting, best.bound, best.candidates
