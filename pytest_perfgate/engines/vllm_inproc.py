@@ -47,7 +47,8 @@ def create(name: str, args: Mapping[str, Any]) -> VLLMEngine:
 EMBEDDED_CPU_OPTIONS: dict[str, Any] = {
     "enforce_eager": True,
     # the model runs inside the engine-core process instead of a second spawned worker process (one
-    # interpreter start of torch + vLLM less per engine: baseline start 90 -> 40 s under load 6-8)
+    # interpreter start of torch + vLLM less per engine: baseline start 46 -> 33 s on the idle 2-core
+    # runner; with the fork server below 21 s, and 5 s for the next engine of the session)
     "distributed_executor_backend": "uni",
 }
 EMBEDDED_CUDA_OPTIONS: dict[str, Any] = {
