@@ -45,7 +45,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
 from pytest_perfgate.contract import Request, run_sync  # noqa: E402
 from pytest_perfgate.engines.registry import create  # noqa: E402
 from pytest_perfgate.load.runner import run_load  # noqa: E402
