@@ -138,15 +138,11 @@ class LoggedEngines:
         head, rest = lines[0], lines[1:]
         if not first:
             return f"{head} (told above; log: {path})"
-        own = tail(path)
-        quoted = [ln for ln in rest if ln.strip()]
-        if own:
-            shown = own
-        elif len(quoted) > TAIL_LINES + 1:
-            shown = [quoted[0], *quoted[-TAIL_LINES:]]
-        else:
-            shown = quoted
-        text = f"{head}\nlast {len(own)} lines of {path}:" if own else f"{head}\nlog: {path}"
+        quoted = [ln for ln in rest if ln.strip() and not ln.startswith("--- ")]
+        # A server engine quotes its own log (its error is at the end): those lines, which go into
+        # ``path`` with the failure; an in-process engine's output is already in ``path``.
+        shown = quoted[-TAIL_LINES:] if quoted else tail(path)
+        text = f"{head}\nlast {len(shown)} lines of {path}:" if shown else f"{head}\nlog: {path}"
         return text + "".join("\n  " + ln for ln in shown)
 
 

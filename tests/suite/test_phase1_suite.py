@@ -16,7 +16,7 @@ pytestmark = pytest.mark.needs_engine
 ROOT = Path(__file__).resolve().parents[2]
 
 # small budgets: the same suite and gates, sized for a CI job on 2 cores (the prefix-cache gate keeps
-# the main job's 2,048-token prefix and 8 requests: at 1,024 tokens a hit saves too little of a cold
+# the main job's 2,048-token prefix and 12 requests: at 1,024 tokens a hit saves too little of a cold
 # prefill for the 80% gate to be decided on a loaded machine)
 BUDGETS = """
 [params.phase1.embedded]
@@ -25,7 +25,7 @@ max_tokens = 16
 requests = 3
 ttft_max_samples = 12
 max_seconds = 60
-prefix_requests = 8
+prefix_requests = 12
 prompt_set_requests = 3
 prompt_set_max_tokens = 64
 prompt_set_tokens = 128
