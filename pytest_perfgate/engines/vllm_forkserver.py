@@ -17,9 +17,12 @@ Used only for eager CPU engines (no inductor, whose settings are read at import)
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import multiprocessing.context
 import multiprocessing.forkserver
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -57,9 +60,30 @@ CONTEXT = _Context()
 
 
 def warm() -> None:
-    """Start the fork server (idempotent); it imports :data:`PRELOAD` in the background."""
+    """Start the fork server (idempotent); it imports :data:`PRELOAD` in the background. It is
+    stopped when this process exits (:func:`stop`)."""
+    global _STOP_REGISTERED
     CONTEXT.set_forkserver_preload(PRELOAD)
     multiprocessing.forkserver.ensure_running()
+    if not _STOP_REGISTERED:
+        atexit.register(stop)
+        _STOP_REGISTERED = True
+
+
+_STOP_REGISTERED = False
+
+
+def stop() -> None:
+    """Stop the fork server now. Python's own shutdown only closes its "alive" pipe, which the server
+    reads after its preload: an orphan would go on importing vLLM for tens of seconds."""
+    server: Any = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        server._stop()  # closes the pipe, reaps the pid, forgets the address
 
 
 @contextmanager

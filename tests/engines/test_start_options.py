@@ -83,3 +83,23 @@ def test_fork_server_child_gets_the_callers_environment_at_start(tmp_path: Path)
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.read_text() == "callers-value absent"
+
+
+def test_fork_server_does_not_outlive_its_session() -> None:
+    """A session that ends while the server still imports vLLM leaves no orphan importing on
+    (the fork server only reads its "alive" pipe after the preload)."""
+    script = textwrap.dedent("""
+        import multiprocessing.forkserver, sys
+        from pytest_perfgate.engines import vllm_forkserver
+        vllm_forkserver.warm()
+        print(multiprocessing.forkserver._forkserver._forkserver_pid, flush=True)
+        sys.exit(0)  # at once: the server is still importing
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    pid = int(out.split()[-1])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    stat = Path(f"/proc/{pid}/stat").read_text().split()
+    assert stat[2] == "Z", f"fork server {pid} still running after its session ended"
