@@ -21,35 +21,6 @@ from pytest_perfgate.load.schedule import LoadConfig
 pytestmark = pytest.mark.phase2
 
 
-def _params(th: Any) -> dict[str, Any]:
-    raw = dict(th.params.get("phase2", {}))
-    emb = raw.pop("embedded", {})
-    if str(raw.get("encoder", "embedded")) == "embedded":
-        raw.update(emb)
-    return raw
-
-
-@pytest.fixture
-def phase2(perfgate_thresholds: Any) -> dict[str, Any]:
-    return _params(perfgate_thresholds)
-
-
-@pytest.fixture
-def vision(phase2: dict[str, Any], runs: dict[str, Any]) -> Any:
-    return _vision(phase2, runs)
-
-
-def _vision(phase2: dict[str, Any], runs: dict[str, Any]) -> Any:
-    """Encoder, images and reference embeddings, built once per session (kept in ``runs``)."""
-    if "phase2_vision" not in runs:
-        from pytest_perfgate.vision import suite
-
-        s = suite.setup(phase2)
-        suite.reference_result(s, phase2["timing_batches"])
-        runs["phase2_vision"] = s
-    return runs["phase2_vision"]
-
-
 def _run_pipeline(perfgate_engines: Any, role: str, vision: Any, phase2: dict[str, Any], reqs: list[Any]) -> Any:
     """The pipeline ``role`` ("quantized" / "fp16"): ``[params.phase2] <role>`` names an engine of
     thresholds.toml; without it, the embedded tiny LLaVA on transformers (vision tower quantized

@@ -7,19 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_phase2 import _params, _run_pipeline, _vision
+from test_phase2 import _run_pipeline
 
 pytestmark = pytest.mark.phase2
-
-
-@pytest.fixture
-def phase2(perfgate_thresholds: Any) -> dict[str, Any]:
-    return _params(perfgate_thresholds)
-
-
-@pytest.fixture
-def vision(phase2: dict[str, Any], runs: dict[str, Any]) -> Any:
-    return _vision(phase2, runs)
 
 
 @pytest.mark.fallback("fp16_pipeline")

@@ -30,6 +30,13 @@ def register(kind: str, target: str) -> None:
     _REGISTRY[kind] = target
 
 
+def model_args(name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of engine ``name``'s arguments, which must name a model (for the vLLM kinds)."""
+    if "model" not in args:
+        raise EngineError(f"[engines.{name}] model: missing (the model directory or name to serve)")
+    return dict(args)
+
+
 def kinds() -> list[str]:
     return sorted(_REGISTRY)
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..contract import Clock, EngineError, Request, RequestRecord, run_sync
 from ..device import device_name
 from ..redaction import redact_args
+from .registry import model_args
 
 KIND = "vllm"
 _ids = itertools.count()
@@ -132,9 +133,7 @@ class VLLMEngine:
 
     def __init__(self, name: str, args: Mapping[str, Any]) -> None:
         self.name = name
-        self.args: dict[str, Any] = dict(args)
-        if "model" not in self.args:
-            raise EngineError(f"[engines.{name}] model: missing (the model directory or name to serve)")
+        self.args: dict[str, Any] = model_args(name, args)
         self._llm: Any = None
         self._tokenizer: Any = None
         self._resolved: dict[str, Any] = {}

@@ -36,6 +36,7 @@ from typing import Any
 from ..contract import Clock, EngineError, Request, RequestRecord
 from ..redaction import redact_args, redact_command
 from . import procguard
+from .registry import model_args
 
 KIND = "vllm-server"
 OWN_KEYS = frozenset({"startup_timeout", "env", "api", "request_timeout", "continuous_usage_stats"})
@@ -91,9 +92,7 @@ class VLLMServerEngine:
 
     def __init__(self, name: str, args: Mapping[str, Any]) -> None:
         self.name = name
-        self.args: dict[str, Any] = dict(args)
-        if "model" not in self.args:
-            raise EngineError(f"[engines.{name}] model: missing (the model directory or name to serve)")
+        self.args: dict[str, Any] = model_args(name, args)
         self.model = str(self.args["model"])
         self.api = str(self.args.get("api", "completions"))
         if self.api not in ("completions", "chat"):

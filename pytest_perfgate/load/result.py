@@ -141,29 +141,31 @@ class RunResult:
             raise SampleError(f"{name}: needs SLO limits (RunResult.slos, e.g. {{'ttft': 0.2, 'tpot': 0.05}})")
         return _single(m.goodput(self.records, self.slos), "req/s", name)
 
+    def _counter_rate(self, name: str, p: Proportion | None, num: str, den: str, what: str,
+                      none: str) -> Proportion:
+        """A rate from counter deltas (``num`` of ``den``), per request where the engine gave
+        per-request snapshots; a clear error when the counters are absent or did not move."""
+        if p is None:
+            raise SampleError(f"{name}: no {what} ({num}, {den})")
+        if p.trials == 0:
+            raise SampleError(f"{name}: {none} during the run")
+        return m.per_request(p, self.counters_before, self.counters_after, self.request_counters, num, den)
+
     def _from_counters(self, name: str) -> Samples | Proportion:
         b, a = self.counters_before, self.counters_after
         if not a:
             raise SampleError(f"{name}: the engine exposes no counters (no /metrics)")
         if name == "acceptance_rate":
-            p = m.acceptance(b, a)
-            if p is None:
-                raise SampleError(f"{name}: no speculative-decoding counters ({m.ACCEPTED}, {m.DRAFT_TOKENS})")
-            if p.trials == 0:
-                raise SampleError(f"{name}: no draft tokens were proposed during the run")
-            return m.per_request(p, b, a, self.request_counters, m.ACCEPTED, m.DRAFT_TOKENS)
+            return self._counter_rate(name, m.acceptance(b, a), m.ACCEPTED, m.DRAFT_TOKENS,
+                                      "speculative-decoding counters", "no draft tokens were proposed")
         if name == "acceptance_length":
             v = m.acceptance_length(b, a)
             if v is None:
                 raise SampleError(f"{name}: no drafts during the run (or no {m.DRAFTS} counter)")
             return single(v, label=name)
         if name == "prefix_cache_hit_rate":
-            p = m.prefix_cache_hit_rate(b, a)
-            if p is None:
-                raise SampleError(f"{name}: no prefix-cache counters ({m.PREFIX_HITS}, {m.PREFIX_QUERIES})")
-            if p.trials == 0:
-                raise SampleError(f"{name}: no prefix-cache queries during the run")
-            return m.per_request(p, b, a, self.request_counters, m.PREFIX_HITS, m.PREFIX_QUERIES)
+            return self._counter_rate(name, m.prefix_cache_hit_rate(b, a), m.PREFIX_HITS, m.PREFIX_QUERIES,
+                                      "prefix-cache counters", "no prefix-cache queries")
         # kv_cache_usage: polled during the run when configured, else the snapshot after it
         polled = [g[m.KV_USAGE] for g in self.gauges if m.KV_USAGE in g]
         if polled:
