@@ -27,6 +27,8 @@ import numpy.typing as npt
 from scipy import special as spc
 from scipy import stats as sps
 
+from . import looks
+
 Array = npt.NDArray[np.float64]
 
 
@@ -209,7 +211,7 @@ def proportion_needed(k: int, n: int, c: float, direction: str, thr: float, desi
 
 # ---------------------------------------------------------------- means (skewness-corrected t)
 
-MEAN_MIN_N = 12
+MEAN_MIN_N = looks.MEAN_MIN_N  # defined with the look schedule, which must not import numpy
 COCHRAN = 25.0  # n >= 25 G1^2: Cochran's rule for the mean's sampling distribution to be near normal
 
 
