@@ -190,6 +190,11 @@ class Perfgate:
         return self._state.thresholds
 
     @property
+    def confidence(self) -> float | None:
+        """The ``--perfgate-confidence`` override (None: each gate's own, see rules.resolve_confidence)."""
+        return self._confidence
+
+    @property
     def params(self) -> Mapping[str, Any]:
         return self._state.thresholds.params
 

@@ -33,7 +33,7 @@ class MemoryGates:
         if isinstance(data, MemoryReport):
             v: Verdict = perfgate.check(for_gate(data, g), g.name)
             return v
-        v = batch_ratio_verdict(g, data, thresholds=perfgate.thresholds, confidence=perfgate._confidence,
+        v = batch_ratio_verdict(g, data, thresholds=perfgate.thresholds, confidence=perfgate.confidence,
                                 reference=reference)
         perfgate.record(v)
         perfgate.raise_for(v)
