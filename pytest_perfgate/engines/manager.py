@@ -136,6 +136,8 @@ class EngineManager:
                     os.environ.setdefault(k, v)
                 if spec.kind == "vllm":
                     args = start_args
+                elif spec.kind == "vllm-server":  # the same start options in the server's process
+                    args = start_args
             engine = registry.create(spec.name, spec.kind, args)
             engine.start()
         except EngineError as e:

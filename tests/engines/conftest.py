@@ -18,6 +18,7 @@ import pytest
 
 from pytest_perfgate.contract import Request, RequestRecord, run_sync
 from pytest_perfgate.engines.registry import create
+from pytest_perfgate.engines.vllm_inproc import EMBEDDED_CPU_OPTIONS
 from pytest_perfgate.load.metrics import e2e_ns, itl_ns, ttft_ns
 from pytest_perfgate.models import ModelSet, make_models
 from pytest_perfgate.timeouts import scaled
@@ -73,6 +74,7 @@ def spec_config(models: ModelSet) -> dict[str, Any]:
 
 
 def inproc_args(models: ModelSet) -> dict[str, Any]:
+    """The embedded default's CPU start options (eager, one process: the fork server starts it)."""
     return {
         "model": str(models.target),
         "dtype": "float32",
@@ -80,6 +82,7 @@ def inproc_args(models: ModelSet) -> dict[str, Any]:
         "gpu_memory_utilization": 0.3,
         "enable_prefix_caching": True,
         "speculative_config": spec_config(models),
+        **EMBEDDED_CPU_OPTIONS,
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_perfgate.calib import Script, ScriptedServer
+from pytest_perfgate.engines.vllm_inproc import EMBEDDED_CPU_OPTIONS
 from pytest_perfgate.timeouts import scaled
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -44,7 +45,7 @@ def one_gate(gate: str = "g", statistic: str = "p50", limit: str = "1 s") -> str
 def tiny_server_args(model: str, **extra: Any) -> dict[str, Any]:
     """A small, fast-starting vLLM server on the tiny target model (no speculation)."""
     return {
-        "model": model, "dtype": "float32", "max_model_len": 512, "gpu_memory_utilization": 0.3,
+        "model": model, "dtype": "float32", "max_model_len": 512, "gpu_memory_utilization": 0.3, **EMBEDDED_CPU_OPTIONS,
         "startup_timeout": scaled(240), "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}, **extra,
     }  # fmt: skip
 
