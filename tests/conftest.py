@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -9,6 +10,11 @@ import pytest
 
 from pytest_perfgate.calib import ScriptedServer
 from pytest_perfgate.engines.openai import OpenAIEngine
+from pytest_perfgate.models.make import default_cache_dir
+
+# pytester runs get a HOME of their own; without this each one would generate the tiny models
+# (~10 s) and probe the CPU (~5 s) again in it. Tests of an empty cache set PERFGATE_CACHE themselves.
+os.environ.setdefault("PERFGATE_CACHE", str(default_cache_dir()))
 
 
 @pytest.fixture(scope="module")
