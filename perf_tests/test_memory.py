@@ -57,7 +57,7 @@ def test_fragmentation_of_the_serving_churn(perfgate: Any, perfgate_memory: Any,
     with perfgate_memory.probe(snapshot="peaks") as probe:
         ch = churn(torch_alloc("cuda"), pat, on_step=lambda _i: probe.sample())
         ch.live.clear()
-    print(json.dumps(probe.report.to_dict(), indent=1))
+    perfgate.note(json.dumps(probe.report.to_dict(), indent=1))
     perfgate_memory.check(perfgate, probe.report, "memory_fragmentation")
 
 
@@ -75,8 +75,8 @@ def test_allocator_sweep_max_safe_batch(request: pytest.FixtureRequest, perfgate
     out = request.config.stash[CONF].out_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "memory-sweep.json").write_text(json.dumps(res.to_dict(), indent=1))
-    print("\n".join(res.table()))
-    print(res.best(perfgate.thresholds.settings.confidence).statement())
+    perfgate.note("\n".join(res.table()))
+    perfgate.note(res.best(perfgate.thresholds.settings.confidence).statement())
     perfgate_memory.check(perfgate, res, "max_safe_batch_ratio")
 
 
@@ -93,7 +93,7 @@ def test_fallback_best_allocator_setting(perfgate: Any, perfgate_thresholds: Any
                                       parallel=int(p.get("parallel", 1)))
     best = res.best(perfgate.thresholds.settings.confidence)
     setting = next(s for s in res.settings if s.name == best.setting)
-    print(f"applying {setting.name}: {setting.describe()}")
+    perfgate.note(f"applying {setting.name}: {setting.describe()}")
     r = run_child(_spec(p), setting)
     d = gate_definition(perfgate.gate("allocator_fallback_fragmentation"))
     frag = r["memory"]["fragmentation"][d]["max"]
@@ -109,6 +109,6 @@ def test_kv_cache_pressure_of_an_engine_run(perfgate: Any, perfgate_engine: Any)
     result = run_load(perfgate_engine, prompts, LoadConfig(mode="concurrency", concurrency=8, num_requests=8,
                                                            gauge_interval=0.1, max_seconds=300))
     kv = result.kv_pressure()
-    print(json.dumps(kv.to_dict()))
+    perfgate.note(json.dumps(kv.to_dict()))
     perfgate.check(kv, "kv_preemptions")
     perfgate.check(kv, "kv_cache_usage_peak")

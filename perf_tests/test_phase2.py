@@ -50,12 +50,12 @@ def test_phase1_outcome(perfgate: Any, record_property: Any) -> None:
     d = perfgate.decision("phase1")
     outcome = d.get("outcome", "?") if d else "not recorded"
     record_property("perfgate.phase2.phase1_outcome", outcome)
-    print(f"phase 2 runs under phase-1 outcome: {outcome}"
+    perfgate.note(f"phase 2 runs under phase-1 outcome: {outcome}"
           + (f" (run {d.get('run_id')}, {d.get('timestamp')}; triggered {d.get('triggered_fallbacks')})" if d else ""))
 
 
 # ------------------------------------------------------------------ 1. quantization paths side by side
-def test_paths_side_by_side(vision: Any, phase2: dict[str, Any], perfgate_thresholds: Any, request: Any) -> None:
+def test_paths_side_by_side(perfgate: Any, vision: Any, phase2: dict[str, Any]) -> None:
     from pytest_perfgate.atomic import atomic_write_text
     from pytest_perfgate.vision import suite
 
@@ -65,11 +65,8 @@ def test_paths_side_by_side(vision: Any, phase2: dict[str, Any], perfgate_thresh
     table, why = suite.side_by_side(vision)
     text = (f"## Phase 2: vision encoder paths ({vision.device}, reference {vision.reference_dtype}, "
             f"{vision.encoder.source})\n\n{table}\n\n" + "\n".join(f"- {w}" for w in why) + "\n")
-    print("\n" + text)
-    out = request.config.getoption("perfgate_out", None) or "perfgate-results"
-    from pathlib import Path
-
-    atomic_write_text(Path(out) / "phase2-paths.md", text)
+    perfgate.note("\n" + text)
+    atomic_write_text(perfgate.out_dir / "phase2-paths.md", text)
     got = vision.results[phase2["vision_quant"]]
     assert got.status == "ok", f"the gated path {phase2['vision_quant']} did not run: {got.status}"
 
@@ -85,7 +82,7 @@ def test_quality_loss(perfgate: Any, vision: Any, phase2: dict[str, Any]) -> Non
     assert r.quality is not None, r.status
     q = r.quality
     for row in q.table():
-        print(f"  {row['group']:>8}: n={row['images']:4d}  top-1 {row['ref_top1']:.3f} -> {row['quant_top1']:.3f} "
+        perfgate.note(f"  {row['group']:>8}: n={row['images']:4d}  top-1 {row['ref_top1']:.3f} -> {row['quant_top1']:.3f} "
               f"(drop {row['top1_drop']:+.2%})  1-mean cos {row['one_minus_mean_cos']:.5f}")
     verdicts = [
         perfgate.evaluate(perfgate.samples(q.drops("all")), gate="vision_quality_loss"),
@@ -113,7 +110,7 @@ def test_memory_freed(perfgate: Any, vision: Any, phase2: dict[str, Any]) -> Non
     llm = phase2.get("llm_config")
     cfg = json.loads((Path(llm) if llm else make_vlm() / "config.json").read_text())
     mem = freed_kv_tokens(ref.param_bytes, got.param_bytes, kv_cost(cfg, "float16" if vision.device == "cuda" else None))
-    print(f"memory: {json.dumps(mem)}")
+    perfgate.note(f"memory: {json.dumps(mem)}")
     assert got.param_bytes < ref.param_bytes, f"{phase2['vision_quant']} freed no bytes: {mem}"
     perfgate.check(perfgate.samples([mem["encoder_param_bytes_before"]], "B"), gate="vision_encoder_bytes_reference")
     perfgate.check(perfgate.samples([mem["encoder_param_bytes_after"]], "B"), gate="vision_encoder_bytes_quantized")
@@ -147,9 +144,9 @@ def test_multimodal_throughput(perfgate: Any, perfgate_engines: Any, vision: Any
     if key in q.counters_after:  # the engine reports its vision tower's own time
         calls = q.counters_after["perfgate:vision_encoder_calls"] - q.counters_before["perfgate:vision_encoder_calls"]
         secs = q.counters_after[key] - q.counters_before[key]
-        print(f"vision encoder (engine-reported): {secs * 1000 / max(calls, 1):.1f} ms per image over {calls:.0f} images")
+        perfgate.note(f"vision encoder (engine-reported): {secs * 1000 / max(calls, 1):.1f} ms per image over {calls:.0f} images")
     per_request = [r.output_tokens / ((r.end_ns - r.sent_ns) / 1e9) for r in q.successful if r.end_ns and r.output_tokens]
-    print("output tok/s per request (quantized): " + ", ".join(f"{v:.1f}" for v in per_request))
+    perfgate.note("output tok/s per request (quantized): " + ", ".join(f"{v:.1f}" for v in per_request))
     tput = perfgate.evaluate(q, gate="multimodal_throughput")
     perfgate.evaluate(q, gate="multimodal_ttft")
     fp = _run_pipeline(perfgate_engines, "fp16", vision, phase2, reqs)

@@ -19,7 +19,6 @@ from pytest_perfgate.distributed.bench import BenchSpec, SizeResult
 from pytest_perfgate.distributed.netns import unavailable_reason
 from pytest_perfgate.distributed.pertoken import cross_node_verdict, per_token_times
 from pytest_perfgate.distributed.ranks import RankEnv
-from pytest_perfgate.plugin import CONF
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +33,13 @@ def measured() -> dict[str, Any]:
 
 
 @pytest.fixture
-def out(request: pytest.FixtureRequest, perfgate: Any) -> Any:
+def out(perfgate: Any) -> Any:
     """``out(section, doc)``: rank 0 merges a section into phase3-allreduce.json (others: nothing)."""
     line = p3mod.phase2_line(perfgate.decision("phase2"))
 
     def write(section: str, doc: Any) -> None:
         if RankEnv.from_env().writes:
-            p3mod.write_results(request.config.stash[CONF].out_dir, section, {**doc, "ran_under": line})
+            p3mod.write_results(perfgate.out_dir, section, {**doc, "ran_under": line})
 
     write.phase2 = line  # type: ignore[attr-defined]
     return write
@@ -143,7 +142,7 @@ def test_tuning_sweep(perfgate: Any, p3: p3mod.Phase3Params, out: Any) -> None:
         r = SizeResult.from_dict(docs[row.config.name]["sizes"][0])
         v = evaluate(th.gate("allreduce_p99"), perfgate.samples(np.asarray(r.times_s), "s"), thresholds=th)
         p3mod.record(perfgate, _with_note(v, f"tuning {row.config.name}: " + _verdict_note(r, docs[row.config.name])))
-    print(res.summary())
+    perfgate.note(res.summary())
     out("tuning", {"backend": backend, "summary": res.summary(), "best": res.best, "gain_us": res.gain_s * 1e6,
                    "gain_lower_us": res.gain_lower_s * 1e6, "confidence": res.confidence,
                    "per_config_confidence": res.per_config_confidence, "table": res.table()})

@@ -198,6 +198,11 @@ class Perfgate:
     def params(self) -> Mapping[str, Any]:
         return self._state.thresholds.params
 
+    @property
+    def out_dir(self) -> Path:
+        """The results directory (``--perfgate-out``): for files a test writes beside decisions.json."""
+        return self._state.out_dir
+
     def gate(self, name: str | None = None) -> Gate:
         if name is None:
             if len(self._bound) == 1:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
+import pytest
+
+from pytest_perfgate.roofline import probe
 from pytest_perfgate.roofline.probe import cpu_hardware, measure_cpu
 
 
@@ -17,7 +21,9 @@ def test_cpu_peak_is_stable_across_three_runs() -> None:
     assert all(r["copy_bytes_per_s"] > 1e8 for r in runs)
 
 
-def test_probe_is_cached_and_keeps_the_best(tmp_path: Path) -> None:
+def test_probe_is_cached_and_keeps_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the caching, not the figure (the test above): a real probe, a short one
+    monkeypatch.setattr(probe, "measure_cpu", functools.partial(probe.measure_cpu, gemm_s=0.3, read_s=0.2))
     assert cpu_hardware(run=False, cache=tmp_path) is None  # nothing cached, no measuring
     hw = cpu_hardware(run=True, cache=tmp_path)
     assert hw is not None and hw.is_cpu and hw.peak("fp32") > 1e9 and hw.peak("bf16") == hw.peak("fp32")
