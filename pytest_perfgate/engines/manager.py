@@ -134,9 +134,7 @@ class EngineManager:
                 start_args, env = embedded_start(args, cuda=not cpu_only())
                 for k, v in env.items():
                     os.environ.setdefault(k, v)
-                if spec.kind == "vllm":
-                    args = start_args
-                elif spec.kind == "vllm-server":  # the same start options in the server's process
+                if spec.kind in ("vllm", "vllm-server"):  # a server takes them in its own process
                     args = start_args
             engine = registry.create(spec.name, spec.kind, args)
             engine.start()

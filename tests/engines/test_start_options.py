@@ -103,3 +103,18 @@ def test_fork_server_does_not_outlive_its_session() -> None:
         return
     stat = Path(f"/proc/{pid}/stat").read_text().split()
     assert stat[2] == "Z", f"fork server {pid} still running after its session ended"
+
+
+def test_embedded_server_keeps_the_single_process_executor() -> None:
+    """vLLM's CPU platform turns "uni" back into its worker-process executor unless the server's
+    environment says VLLM_ENABLE_V1_MULTIPROCESSING=0; the server gets it only with "uni"."""
+    from pytest_perfgate.engines.vllm_server import VLLMServerEngine, cli_args
+
+    args, _ = embedded_start({"model": "/m/target"}, cuda=False)
+    uni = VLLMServerEngine("s", args)
+    assert uni.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert "--enforce-eager" in cli_args(args) and "uni" in cli_args(args)
+    mp = VLLMServerEngine("s", {"model": "/m/target", "distributed_executor_backend": "mp"})
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in mp.env
+    given = VLLMServerEngine("s", {**args, "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}})
+    assert given.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"  # an explicit setting wins
