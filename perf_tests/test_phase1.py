@@ -107,7 +107,8 @@ def test_ttft_p99_with_speculation(perfgate: Perfgate, perfgate_engines: Engines
 
     The first draw is the speculative run above: its requests went one at a time, each prompt cold
     on this engine, so their TTFTs are samples of the same thing (on the embedded engine that
-    saves a warm-up and four 8,000-token prefills, ~35 s). Later draws are prompts of their own
+    saves a warm-up and four 8,000-token prefills, ~35 s), and the first look is at its size, so a
+    clear failure is decided on it without another draw. Later draws are prompts of their own
     (seed 2), one request each."""
     first = perfgate.runs.all("speculative")[:1]  # the first only: later B S B S runs repeat its prompts
     if not first:
@@ -118,7 +119,9 @@ def test_ttft_p99_with_speculation(perfgate: Perfgate, perfgate_engines: Engines
     def draw() -> RunResult:  # one run of one request: its TTFT, or its failure against the error budget
         return first.pop() if first else perfgate_engines.run(perfgate.engine, [next(ttft)])
 
-    perfgate.sample_until_decided(draw, max_samples=phase1.ttft_max_samples, max_seconds=phase1.max_seconds)
+    # the first look at the first draw's size (the design's request count, fixed before any data)
+    perfgate.sample_until_decided(draw, max_samples=phase1.ttft_max_samples, max_seconds=phase1.max_seconds,
+                                  first_look=phase1.requests)
 
 
 @pytest.mark.gate("draft_acceptance", "acceptance_dialogue", "acceptance_math")

@@ -26,7 +26,10 @@ MEAN_MIN_N = 12  # the mean's bound needs at least this many samples (see stats.
 
 
 def look_schedule(max_samples: int, first: int = FIRST_LOOK, growth: float = GROWTH) -> list[int]:
-    """Sample counts at which the data are examined: first, first*g, ..., max_samples."""
+    """Sample counts at which the data are examined: first, first*g, ..., max_samples. ``first`` is
+    part of the design, fixed before any data (e.g. the size of a run that is the first draw)."""
+    if first < 1:
+        raise ValueError(f"the first look needs at least 1 sample, not {first}")
     looks: list[int] = []
     n = float(min(first, max_samples))
     while int(n) < max_samples:
@@ -61,10 +64,12 @@ class LookPlan:
                 f"{', '.join(map(str, self.pass_looks))}, each at {self.c_pass:.4f}")
 
 
-def pass_plan(kind: str, q: float | None, direction: str | None, c: float, max_samples: int) -> LookPlan | None:
-    """The looks of a sequential gate, or None when no pass is reachable within ``max_samples``."""
+def pass_plan(kind: str, q: float | None, direction: str | None, c: float, max_samples: int,
+              first: int = FIRST_LOOK) -> LookPlan | None:
+    """The looks of a sequential gate (the first at ``first`` samples), or None when no pass is
+    reachable within ``max_samples``."""
     alpha = 1 - c
-    looks = look_schedule(max_samples)
+    looks = look_schedule(max_samples, first)
     for k in range(1, len(looks) + 1):
         n0 = min_pass_samples(kind, q, direction, alpha / k)
         passing = [n for n in looks if n >= n0]

@@ -33,10 +33,10 @@ class SequentialUsageError(ValueError):
     """A sequential gate that cannot pass within its budget (names the gate)."""
 
 
-def plan_for(gate: Gate, c: float, max_n: int) -> LookPlan:
+def plan_for(gate: Gate, c: float, max_n: int, first_look: int = FIRST_LOOK) -> LookPlan:
     """The looks of ``gate`` within ``max_n`` samples; raises :class:`SequentialUsageError` if no pass is reachable."""
     st = gate.statistic
-    plan = pass_plan(st.kind, st.q, gate.direction, c, max_n)
+    plan = pass_plan(st.kind, st.q, gate.direction, c, max_n, first_look)
     if plan is None:
         raise SequentialUsageError(unreachable_message(gate.name, st.kind, st.q, gate.direction, c, max_n))
     return plan
@@ -64,16 +64,19 @@ def sample_until_decided(
     clock: Callable[[], float] = time.monotonic,
     progress: Callable[[int, int, float], None] | None = None,
     max_draws: int = 8,
+    first_look: int = FIRST_LOOK,
 ) -> SequentialResult:
     """Call ``draw()`` (returning a number, a list of numbers, :class:`Samples` or a run result)
     until ``gate`` is decided at the planned looks, ``max_samples`` samples exist, ``max_seconds``
-    elapse, or (for run results) the failed requests exceed the gate's error budget."""
+    elapse, or (for run results) the failed requests exceed the gate's error budget. The first look
+    is at ``first_look`` samples (a design choice made before any data: e.g. the size of a run that
+    is the first draw, so that the draw is judged without another)."""
     settings = thresholds.settings if thresholds else None
     max_n = max_samples or gate.max_samples or (settings.max_samples if settings else 10_000)
     max_s = max_seconds or gate.max_seconds or (settings.max_seconds if settings else 600.0)
     c = resolve_confidence(gate, thresholds, confidence)
-    plan = plan_for(gate, c, max_n) if gate.direction is not None else None
-    looks = list(plan.looks) if plan else look_schedule(max_n)
+    plan = plan_for(gate, c, max_n, first_look) if gate.direction is not None else None
+    looks = list(plan.looks) if plan else look_schedule(max_n, first_look)
     c_look = plan.c_pass if plan else c
     c_fail = plan.c_fail if plan else c
     pass_looks = set(plan.pass_looks) if plan else set()

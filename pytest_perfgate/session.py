@@ -299,7 +299,9 @@ class Perfgate:
         unit: str = "",
         check: bool = True,
         max_draws: int = 8,
+        first_look: int | None = None,
     ) -> Verdict:
+        from .looks import FIRST_LOOK
         from .sequential import confidence_note, sample_until_decided
 
         g = self.gate(gate)
@@ -320,6 +322,7 @@ class Perfgate:
         res = sample_until_decided(
             keep if self._store is not None else draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
             thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
+            first_look=first_look or FIRST_LOOK,
         )
         from .rules import resolve_confidence
 

@@ -70,6 +70,27 @@ def test_ttft_p99_with_500_samples_is_passable_and_keeps_its_rate(th: Thresholds
     assert r.verdict.outcome == "fail" and r.samples.n == 5
 
 
+def test_an_earlier_first_look_keeps_both_error_rates(th: Thresholds) -> None:
+    """``first_look`` (the embedded phase-1 suite's TTFT gate looks first at its 4-request run): the
+    Bonferroni split holds for any schedule fixed before the data, so at the boundary neither a
+    false pass nor a false fail exceeds 1 - c, and a clear failure stops at the first draw."""
+    gate = th.gate("ttft_p99")
+    plan = plan_for(gate, C, 300, first_look=4)
+    assert plan.looks[0] == 4 and plan.pass_looks == (300,)
+    rng = np.random.default_rng(12)
+    trials = 4000
+    at = _ttft(rng, (trials, 300), 0.150, 0.3)  # true P99 exactly at the 150 ms threshold
+    out, _ = _sequential_quantile(at, 0.150, 0.99, plan)
+    assert_rate("sequential P99 from n=4: false pass", float(np.mean(out == "pass")), trials)
+    assert_rate("sequential P99 from n=4: false fail", float(np.mean(out == "fail")), trials)
+    slow = _ttft(rng, (1, 300), 1.0, 0.3)[0]  # clearly slow: every sample above 150 ms
+    draws = iter([slow[:4], *([v] for v in slow[4:])])  # the first draw is a run of 4 requests
+    r = sample_until_decided(lambda: next(draws), gate, thresholds=th, unit="s", max_samples=300, first_look=4)
+    assert r.verdict.outcome == "fail" and r.samples.n == 4 and r.looks == 1
+    with pytest.raises(ValueError, match="first look"):
+        plan_for(gate, C, 300, first_look=0)
+
+
 def test_unreachable_budget_is_a_usage_error_naming_the_gate(tmp_path: Path, th: Thresholds) -> None:
     text = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "stats.toml").read_text()
     p = tmp_path / "thresholds.toml"
