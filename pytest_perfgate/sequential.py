@@ -68,9 +68,8 @@ def sample_until_decided(
 ) -> SequentialResult:
     """Call ``draw()`` (returning a number, a list of numbers, :class:`Samples` or a run result)
     until ``gate`` is decided at the planned looks, ``max_samples`` samples exist, ``max_seconds``
-    elapse, or (for run results) the failed requests exceed the gate's error budget. The first look
-    is at ``first_look`` samples (a design choice made before any data: e.g. the size of a run that
-    is the first draw, so that the draw is judged without another)."""
+    elapse, or (for run results) the failed requests exceed the gate's error budget. The first look is
+    at ``first_look`` samples, fixed before any data (e.g. the size of a run that is the first draw)."""
     settings = thresholds.settings if thresholds else None
     max_n = max_samples or gate.max_samples or (settings.max_samples if settings else 10_000)
     max_s = max_seconds or gate.max_seconds or (settings.max_seconds if settings else 600.0)
