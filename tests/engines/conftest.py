@@ -11,6 +11,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -62,11 +63,21 @@ def tiny_models() -> ModelSet:
     return make_models()
 
 
+SLOT = EngineSlot()
+
+
 @pytest.fixture(scope="session")
 def engine_slot() -> Iterator[EngineSlot]:
-    slot = EngineSlot()
-    yield slot
-    slot.close()
+    yield SLOT
+    SLOT.close()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the slot's engine after the last test of this folder: an idle engine core (and server)
+    would otherwise keep polling beside the rest of the session's tests until it ends."""
+    here = Path(__file__).parent
+    if SLOT.engine is not None and (nextitem is None or here not in nextitem.path.parents):
+        SLOT.close()
 
 
 def spec_config(models: ModelSet) -> dict[str, Any]:
