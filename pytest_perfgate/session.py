@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from . import decisions
 from .config import Gate, Thresholds
 from .failures import GateFailure, GateInconclusive, PerfgateWarning
+from .looks import FIRST_LOOK
 from .runs import Runs
 
 if TYPE_CHECKING:
@@ -299,9 +300,8 @@ class Perfgate:
         unit: str = "",
         check: bool = True,
         max_draws: int = 8,
-        first_look: int | None = None,
+        first_look: int = FIRST_LOOK,
     ) -> Verdict:
-        from .looks import FIRST_LOOK
         from .sequential import confidence_note, sample_until_decided
 
         g = self.gate(gate)
@@ -322,7 +322,7 @@ class Perfgate:
         res = sample_until_decided(
             keep if self._store is not None else draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
             thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
-            first_look=first_look or FIRST_LOOK,
+            first_look=first_look,
         )
         from .rules import resolve_confidence
 

@@ -20,7 +20,7 @@ else
   if .venv/bin/pip install --quiet --disable-pip-version-check "uv>=0.5" 2>/dev/null; then
     uv_args=(--python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode)
     pipcfg() { .venv/bin/pip config get "global.$1" 2>/dev/null || true; }
-    for v in $(pipcfg index-url); do uv_args+=(--index-url "$v"); done
+    for v in ${PIP_INDEX_URL:-$(pipcfg index-url)}; do uv_args+=(--index-url "$v"); done  # pip: the environment wins
     for v in $(pipcfg extra-index-url) ${PIP_EXTRA_INDEX_URL:-}; do uv_args+=(--extra-index-url "$v"); done
     for v in $(pipcfg find-links) ${PIP_FIND_LINKS:-}; do uv_args+=(--find-links "$v"); done
     for v in $(pipcfg constraint) ${PIP_CONSTRAINT:-}; do uv_args+=(--constraint "$v"); done
