@@ -17,6 +17,15 @@ def device_name() -> str:
     return "cpu"
 
 
+def cuda_hint() -> bool:
+    """Without importing torch (seconds): is an NVIDIA GPU likely visible here? The driver is loaded
+    and ``CUDA_VISIBLE_DEVICES`` does not hide every device. A hint for choices that may be wrong
+    at no cost (starting vLLM's fork server early); :func:`cpu_only` decides."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
 def cpu_only() -> bool:
     """True when no CUDA device is visible (the CPU backend of vLLM)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":

@@ -105,6 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(rec, "perfgate-recorder")
     startup.install_sigterm(config.add_cleanup)
     _check_feasibility(config, th)
+    if not config.option.collectonly and (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)):
+        startup.prewarm(th, *_engine_aliases(config), config.option.markexpr or "")  # not on an xdist controller
 
 
 def _live_store(config: pytest.Config, st: RunState) -> Any:

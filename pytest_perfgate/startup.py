@@ -1,9 +1,11 @@
 """Session start-up checks and settings that need no pytest: the results directory, SIGTERM,
-``--perfgate-engine`` values, the gates without a fallback plan."""
+``--perfgate-engine`` values, the gates without a fallback plan, starting an engine's fork server
+early."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,3 +150,26 @@ def missing_engines(th: Thresholds, aliases: Mapping[str, str],
     if missing is None:
         return None
     return missing.message(), frozenset(i for n in missing.engines for i in wanted[n])
+
+
+def phases_named(markexpr: str, phases: Iterable[str]) -> list[str]:
+    """The phases a ``-m`` expression selects by name and does not negate: ``phase1``,
+    ``phase1 or phase2``; ``not phase3`` and ``""`` name none. A hint, not pytest's own evaluation."""
+    named = []
+    for ph in phases:
+        hits = list(re.finditer(rf"(?<![\w.-])(not\s+)?{re.escape(ph)}(?![\w.-])", markexpr))
+        if any(m.group(1) is None for m in hits):
+            named.append(ph)
+    return named
+
+
+def prewarm(th: Thresholds, default: str | None, aliases: Mapping[str, str], markexpr: str) -> str | None:
+    """``pytest -m phase1``: start what the phase's first engine needs while pytest collects
+    (:meth:`EngineManager.prewarm`: vLLM's fork server for the embedded CPU default). Engines are
+    those of the named phases' gates (``engine =``, else the default engine, else ``baseline``).
+    Returns the engine prepared for, or None."""
+    from .engines.manager import EngineManager
+
+    selected = set(phases_named(markexpr, th.phases))
+    names = list(dict.fromkeys(g.engine or default or "baseline" for g in th.gates.values() if g.phase in selected))
+    return EngineManager(th.engines, dict(aliases)).prewarm(names) if names else None

@@ -15,6 +15,10 @@ from pytest_perfgate.models.make import default_cache_dir
 # pytester runs get a HOME of their own; without this each one would generate the tiny models
 # (~10 s) and probe the CPU (~5 s) again in it. Tests of an empty cache set PERFGATE_CACHE themselves.
 os.environ.setdefault("PERFGATE_CACHE", str(default_cache_dir()))
+# `-m phase1` starts vLLM's fork server while pytest collects (startup.prewarm); the many short
+# pytester sessions here that select phase1 but measure a scripted engine would each pay a 13-s
+# import of vLLM on the other core for nothing. Tests of real phase runs turn it back on.
+os.environ.setdefault("PERFGATE_PREWARM", "0")
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,16 @@ Arguments may refer to those models as ``"embedded:target"``, ``"embedded:draft"
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import EngineSpec
 from ..contract import Engine, EngineError
-from ..device import cpu_only
+from ..device import cpu_only, cuda_hint
 from . import registry
 
 EMBEDDED_PREFIX = "embedded:"
@@ -148,6 +149,38 @@ class EngineManager:
         self.say(f"perfgate: engine {spec.name!r} ready in {dt:.1f} s")
         self.live = engine
         return engine
+
+    def prewarm(self, names: Iterable[str]) -> str | None:
+        """Start now what the first of these engines will need, before anyone asks for it: vLLM's
+        fork server (:mod:`.vllm_forkserver`) for an eager single-process vLLM engine on the CPU, the
+        embedded default's setting. Its import of vLLM (13-15 s on the 2-core runner) then runs while
+        pytest collects, on the other core. Returns that engine's name; None when none of ``names``
+        qualifies, a GPU driver is visible, vLLM is not installed or ``PERFGATE_PREWARM=0``. Cheap:
+        imports neither torch nor vLLM here."""
+        if os.environ.get("PERFGATE_PREWARM", "1") == "0" or cuda_hint() or importlib.util.find_spec("vllm") is None:
+            return None
+        from .vllm_inproc import KIND, embedded_start, forkserver_args
+
+        for name in names:
+            try:
+                spec = self.spec(name)
+            except EngineError:
+                continue  # the fixture names it when a test asks
+            if spec.kind != KIND:
+                continue
+            args: dict[str, Any] = dict(spec.args)
+            env: dict[str, str] = {}
+            if uses_embedded(args):
+                args, env = embedded_start(args, cuda=False)
+            if not forkserver_args(args):
+                continue
+            for k, v in env.items():  # as get() would set them: the server imports with them
+                os.environ.setdefault(k, v)
+            from .vllm_forkserver import warm
+
+            warm()
+            return spec.name
+        return None
 
     def stop(self) -> None:
         eng, self.live = self.live, None

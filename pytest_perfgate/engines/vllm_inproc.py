@@ -102,11 +102,17 @@ def _uniproc_env(args: Mapping[str, Any]) -> Iterator[None]:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = old
 
 
+def forkserver_args(args: Mapping[str, Any]) -> bool:
+    """Would these engine arguments start their engine core from the warm fork server on a CPU?
+    Eager (no inductor, whose settings are read at import) and single-process; no device check."""
+    return (os.environ.get("PERFGATE_VLLM_FORKSERVER", "1") != "0" and args.get("enforce_eager") is True
+            and args.get("distributed_executor_backend") == "uni")
+
+
 def _use_forkserver(args: Mapping[str, Any]) -> bool:
     """Eager single-process CPU engines start their engine core from the warm fork server
     (:mod:`.vllm_forkserver`); ``PERFGATE_VLLM_FORKSERVER=0`` turns it off (vLLM's own spawn)."""
-    return (os.environ.get("PERFGATE_VLLM_FORKSERVER", "1") != "0" and args.get("enforce_eager") is True
-            and _on_cpu_uniproc(args))
+    return forkserver_args(args) and _on_cpu_uniproc(args)
 
 
 def _launcher(args: Mapping[str, Any]) -> AbstractContextManager[None]:

@@ -32,6 +32,13 @@ prompt_set_tokens = 128
 """
 
 
+@pytest.fixture(autouse=True)
+def _prewarm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in the main job: vLLM's fork server starts while pytest collects (tests/conftest.py turns
+    it off for the short scripted sessions)."""
+    monkeypatch.delenv("PERFGATE_PREWARM", raising=False)
+
+
 def suite(pytester: pytest.Pytester, edits: dict[str, str], budgets: str = BUDGETS) -> None:
     text = (ROOT / "thresholds.toml").read_text()
     # the repo's own embedded budgets are renamed away (TOML can't redefine a table)

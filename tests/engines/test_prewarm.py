@@ -1,0 +1,119 @@
+"""`pytest -m phase1` on the embedded CPU engine starts vLLM's fork server while pytest collects
+(issue #16): the first engine start no longer waits for the server's own import of vLLM."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_perfgate import startup
+from pytest_perfgate.config import EngineSpec, load_thresholds
+from pytest_perfgate.engines import manager as manager_mod
+from pytest_perfgate.engines.manager import EngineManager
+from pytest_perfgate.engines.vllm_inproc import device_name
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_phases_named_by_a_mark_expression() -> None:
+    phases = ["phase1", "phase2", "phase3"]
+    assert startup.phases_named("phase1", phases) == ["phase1"]
+    assert startup.phases_named("phase1 or phase2", phases) == ["phase1", "phase2"]
+    assert startup.phases_named("(phase2 and not slow)", phases) == ["phase2"]
+    assert startup.phases_named("not phase3", phases) == []
+    assert startup.phases_named("", phases) == []
+    assert startup.phases_named("phase10", phases) == []  # a word, not a prefix
+    assert startup.phases_named("not  phase1 or phase1", phases) == ["phase1"]
+
+
+class _Warmed:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        import pytest_perfgate.engines.vllm_forkserver as fs
+
+        monkeypatch.setattr(fs, "warm", self)
+        monkeypatch.setattr(manager_mod, "cuda_hint", lambda: False)
+        monkeypatch.delenv("PERFGATE_PREWARM", raising=False)
+        monkeypatch.delenv("PERFGATE_VLLM_FORKSERVER", raising=False)
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+def test_prewarm_chooses_only_engines_that_use_the_fork_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    warmed = _Warmed(monkeypatch)
+    specs = {
+        "remote": EngineSpec("remote", "openai", {"base_url": "http://h:1/v1", "model": "m"}),
+        "compiled": EngineSpec("compiled", "vllm", {"model": "embedded:target", "enforce_eager": False}),
+        "mine": EngineSpec("mine", "vllm", {"model": "/m", "enforce_eager": True, "distributed_executor_backend": "uni"}),
+    }
+    mgr = EngineManager(specs)
+    assert mgr.prewarm(["remote", "compiled", "nope"]) is None and warmed.calls == 0
+    assert mgr.prewarm(["remote", "mine"]) == "mine" and warmed.calls == 1
+    assert mgr.prewarm(["baseline"]) == "baseline" and warmed.calls == 2  # the embedded default
+    monkeypatch.setenv("PERFGATE_PREWARM", "0")
+    assert mgr.prewarm(["baseline"]) is None
+    monkeypatch.setenv("PERFGATE_PREWARM", "1")
+    monkeypatch.setenv("PERFGATE_VLLM_FORKSERVER", "0")  # vLLM's own spawn: nothing to prepare
+    assert mgr.prewarm(["baseline"]) is None
+    monkeypatch.delenv("PERFGATE_VLLM_FORKSERVER")
+    monkeypatch.setattr(manager_mod, "cuda_hint", lambda: True)  # a GPU runner: no fork server there
+    assert mgr.prewarm(["baseline"]) is None and warmed.calls == 2
+
+
+def test_prewarm_follows_the_selected_phases_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    warmed = _Warmed(monkeypatch)
+    th = load_thresholds(ROOT / "thresholds.toml")
+    assert startup.prewarm(th, None, {}, "phase1") in ("baseline", "speculative") and warmed.calls == 1
+    assert startup.prewarm(th, None, {}, "not phase1") is None and warmed.calls == 1
+    # the production engines of the README's GPU command are remote / GPU engines: nothing to prepare
+    remote = {"baseline": "qwen72b", "speculative": "qwen72b-spec"}
+    assert th.engines["qwen72b"].kind != "vllm" or startup.prewarm(th, None, remote, "phase1") is None
+
+
+@pytest.mark.skipif(device_name() != "cpu", reason="the fork server serves CPU engines")
+@pytest.mark.needs_engine
+def test_a_phase_run_has_the_fork_server_up_before_its_first_engine(tmp_path: Path) -> None:
+    """A real session, in its own process: at the first test (no engine asked for yet) the fork
+    server already runs and has imported vLLM's engine core by the time collection is long over.
+    With PERFGATE_PREWARM=0 there is none."""
+    (tmp_path / "thresholds.toml").write_text(textwrap.dedent("""
+        [phases.phase1]
+        [gates.ttft]
+        phase = "phase1"
+        metric = "ttft"
+        statistic = "p50"
+        max = "10 s"
+    """))
+    (tmp_path / "test_probe.py").write_text(textwrap.dedent("""
+        import multiprocessing.forkserver as fs, os, time
+        import pytest
+
+        @pytest.mark.gate("ttft")
+        def test_server_is_up():
+            server = getattr(fs, "_forkserver", None)
+            pid = getattr(server, "_forkserver_pid", None)
+            print("FORKSERVER", pid, flush=True)
+            assert pid is not None and os.path.exists(f"/proc/{pid}")
+            # its preload reaches vLLM's engine core: the server's open files show vllm modules loaded
+            maps = ""
+            deadline = time.monotonic() + 600
+            while "vllm/_C" not in maps and time.monotonic() < deadline:
+                maps = open(f"/proc/{pid}/maps").read()
+                time.sleep(0.5)
+            assert "vllm/_C" in maps
+    """))
+    env = {k: v for k, v in os.environ.items() if k != "PERFGATE_PREWARM"}
+    cmd = [sys.executable, "-m", "pytest", "-m", "phase1", "-p", "no:cacheprovider", "-s", "-q",
+           "--perfgate-thresholds", "thresholds.toml", "test_probe.py"]
+    on = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert on.returncode in (0, 1), on.stdout[-3000:] + on.stderr[-3000:]
+    assert "1 passed" in on.stdout, on.stdout[-3000:]
+    off = subprocess.run(cmd, cwd=tmp_path, env={**env, "PERFGATE_PREWARM": "0"}, capture_output=True,
+                         text=True, timeout=900)
+    assert "FORKSERVER None" in off.stdout, off.stdout[-3000:]
