@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_startup.py                          # eager, eager-spawn, eager-mp
     .venv/bin/python benchmarks/bench_startup.py --variants compiled --engines baseline
     .venv/bin/python benchmarks/bench_startup.py --no-variants --main-job  # time `pytest -m phase1 perf_tests`
+    .venv/bin/python benchmarks/bench_startup.py --exit 5                  # Python's shutdown with vLLM loaded
 
 The embedded engine's own start options (``vllm_inproc.embedded_start``) apply underneath; a
 variant's keys and environment override them. Each variant runs in a fresh process (nothing shared
@@ -101,6 +102,30 @@ def main_job(extra: list[str]) -> None:
         print("  " + tail.group(0))
 
 
+EXIT_CHILD = r"""
+import atexit, gc, sys, time
+if sys.argv[1] == "frozen":
+    atexit.register(gc.freeze)  # what the plugin registers (startup.freeze_heap_at_exit)
+from vllm.v1.engine.async_llm import AsyncLLM
+import vllm.v1.engine.core, vllm.v1.worker.cpu_model_runner
+print(time.time(), flush=True)
+"""
+
+
+def exit_times(rounds: int) -> None:
+    """Seconds from a process's last statement to its exit, with torch + vLLM imported: Python's
+    own shutdown, as it is and with the heap frozen first (the plugin's exit handler)."""
+    got: dict[str, list[float]] = {"plain": [], "frozen": []}
+    for _ in range(rounds):
+        for mode in got:  # interleaved
+            p = subprocess.run([sys.executable, "-c", EXIT_CHILD, mode], capture_output=True, text=True, check=True)
+            got[mode].append(time.time() - float(p.stdout.split()[-1]))
+    for mode, xs in got.items():
+        print(f"interpreter exit, {mode:6}: " + ", ".join(f"{x:.2f}" for x in xs) + " s")
+    ratio = sorted(got["plain"])[rounds // 2] / sorted(got["frozen"])[rounds // 2]
+    print(f"median ratio plain / frozen: {ratio:.1f}x; {load()}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--variants", default="eager,eager-spawn,eager-mp", help=f"comma-separated: {', '.join(VARIANTS)}")
@@ -108,7 +133,12 @@ def main() -> int:
                     help="engines started one after the other in one process, as in the suite")
     ap.add_argument("--main-job", action="store_true", help="also run the phase-1 suite and print its phases")
     ap.add_argument("--no-variants", action="store_true", help="only the main job")
+    ap.add_argument("--exit", type=int, default=0, metavar="N",
+                    help="only the interpreter's exit with vLLM imported, N rounds, plain vs frozen heap")
     ns, rest = ap.parse_known_args()
+    if ns.exit:
+        exit_times(ns.exit)
+        return 0
     if not ns.no_variants:
         print(f"{'variant':13} {'engine':12} {'start s':>8} {'1st req s':>9} {'TTFT1 ms':>9} {'TTFT2 ms':>9} "
               f"{'stop s':>7}   (process: import, models, total)")
