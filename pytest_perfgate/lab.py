@@ -144,3 +144,7 @@ class Engines:
 
     def close(self) -> None:
         self._mgr.close()
+
+    def close_in_background(self) -> Callable[[float], str | None]:
+        """Stop the live engine on a thread; ``wait(timeout_s)`` joins it (an error message or None)."""
+        return self._mgr.close_in_background()

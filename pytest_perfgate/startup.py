@@ -10,9 +10,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Thresholds
+
+if TYPE_CHECKING:
+    from .session import RunState
+    from .store.live import LiveStore
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,39 @@ def freeze_heap_at_exit() -> None:
         _EXIT_FREEZE = True
 
 
+class _TeardownGC:
+    """The heap frozen while pytest tears a perfgate session down: pytest's unraisable-exception
+    plugin runs a full garbage collection at unconfigure and another in its cleanup, 0.8 s each with
+    torch and vLLM loaded on the 2-core runner. :meth:`freeze` in the first unconfigure hook,
+    :meth:`unfreeze` in the last cleanup (registered before pytest's own), so an in-process session
+    (pytester) leaves nothing frozen. Cyclic garbage from before the freeze is collected later, and
+    an unraisable exception in its finalizer is then not reported by this session."""
+
+    def __init__(self) -> None:
+        self.frozen = False
+
+    def freeze(self) -> None:
+        if not self.frozen and not gc.get_freeze_count():  # someone else's freeze is left alone
+            gc.freeze()
+            self.frozen = True
+
+    def unfreeze(self) -> None:
+        if self.frozen:
+            gc.unfreeze()
+            self.frozen = False
+
+
+TEARDOWN_GC = _TeardownGC()
+
+
+def wait_for_stop(wait: Callable[[float], str | None] | None) -> str | None:
+    """Wait for the session's last engine stop (``Engines.close_in_background``), a generous
+    load-scaled 180 s at most; what went wrong, or None."""
+    from .timeouts import scaled
+
+    return wait(scaled(180)) if wait is not None else None
+
+
 def engine_aliases(values: Sequence[str] | None) -> tuple[str | None, dict[str, str]]:
     """``--perfgate-engine`` values: the default engine (``NAME``) and the roles (``ROLE=NAME``)."""
     default: str | None = None
@@ -191,3 +228,13 @@ def prewarm(th: Thresholds, default: str | None, aliases: Mapping[str, str], mar
     selected = set(phases_named(markexpr, th.phases))
     names = list(dict.fromkeys(g.engine or default or "baseline" for g in th.gates.values() if g.phase in selected))
     return EngineManager(th.engines, dict(aliases)).prewarm(names) if names else None
+
+
+def live_store(baseline: str | None, st: RunState, invocation_dir: Path) -> LiveStore:
+    """The session's data files, history and baseline (store/live.py); ``baseline``: the
+    ``--perfgate-baseline`` value. A value naming nothing usable raises ValueError (HistoryError)."""
+    from .store.baseline import resolve
+    from .store.live import LiveStore
+
+    ref = resolve(baseline, st.out_dir, invocation_dir) if baseline else None
+    return LiveStore(st.out_dir, st.thresholds, st.run_id, ref)

@@ -3,6 +3,7 @@ with vLLM loaded they took 2.4-3.2 s after the last test on the 2-core runner.""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from pytest_perfgate import startup
+
+pytest_plugins = ["pytester"]
 
 
 def test_registered_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,3 +50,25 @@ def test_a_perfgate_session_freezes_the_heap_at_exit(tmp_path: Path) -> None:
 
 def test_a_session_without_perfgate_exits_as_usual(tmp_path: Path) -> None:
     assert "FROZEN 0" in _session(tmp_path, thresholds=False)
+
+
+def test_pytest_teardown_collections_run_on_a_frozen_heap_and_nothing_stays_frozen(pytester: pytest.Pytester) -> None:
+    """pytest's own full collections at unconfigure find the heap frozen (0.8 s each with vLLM
+    loaded); an in-process session leaves the caller's heap as it found it."""
+    pytester.makeconftest("""
+        import gc, pytest
+        SEEN = []
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_unconfigure(config):
+            SEEN.append(gc.get_freeze_count())
+            print("FROZEN DURING TEARDOWN", SEEN[-1] > 0)
+    """)
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    pytester.makefile(".toml", thresholds="[phases.phase1]\n")
+    assert gc.get_freeze_count() == 0
+    r = pytester.runpytest("-p", "no:cacheprovider", "-s", "--perfgate-thresholds", "thresholds.toml")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["FROZEN DURING TEARDOWN True"])
+    assert gc.get_freeze_count() == 0
+    assert not startup.TEARDOWN_GC.frozen
