@@ -1,6 +1,6 @@
 """The session's last engine stops on a thread while the results are written (issue #16: vLLM's
 shutdown waits 1.4-2.3 s for its engine core); the session still ends only once it has stopped,
-and a stop that fails is said in the terminal summary."""
+and a stop that fails or outlasts its wait is said."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_wait_says_when_the_stop_outlasts_its_timeout(monkeypatch: pytest.Monkey
     wait = mgr.close_in_background()
     assert mgr.live is None  # a later get() starts afresh, never beside the stopping one
     t = time.monotonic()
-    assert wait(0.2) == "stopping engine 'stuck': still stopping after 0 s"
+    assert wait(1.0) == "stopping engine 'stuck': still stopping after 1 s"
     assert time.monotonic() - t < 10
     eng.release.set()
     assert wait(30) is None
