@@ -75,7 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # the plugin groups a phase's tests with xdist_group; without xdist the marker is inert but
         # must still be known (--strict-markers, -W error::pytest.PytestUnknownMarkWarning)
         config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup group (inert without xdist)")
-    pc = startup.PluginConfig.resolve(config.option, config.getini, config.invocation_params.dir, config.rootpath)
+    pc = startup.PluginConfig.resolve(config.option, config.getini, config.invocation_params.dir, config.rootpath,
+                                       config.inipath)
     config.stash[CONF] = pc
     config.stash[STATE] = None
     _rank_setup(config)
@@ -157,7 +158,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         marks = _markers(item)
         if marks.perfgate and st is None:
             errors.append(f"{item.nodeid}: uses perfgate markers but no thresholds.toml was found "
-                          "(give --perfgate-thresholds PATH)")
+                          f"({config.stash[CONF].not_found()})")
             continue
         if st is None:
             continue
@@ -229,8 +230,7 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
     st = _state(request.config)
     if st is None:
         raise pytest.UsageError(
-            "perfgate fixture used but no thresholds.toml was found: create one in the rootdir or pass "
-            "--perfgate-thresholds PATH"
+            f"perfgate fixture used but no thresholds.toml was found ({request.config.stash[CONF].not_found()})"
         )
     item = request.node
     marks = _markers(item)
@@ -279,7 +279,7 @@ def perfgate_thresholds(request: pytest.FixtureRequest) -> Thresholds:
     """The validated thresholds.toml of this session (``.gates``, ``.params``, ``.engines``)."""
     st = _state(request.config)
     if st is None:
-        raise pytest.UsageError("no thresholds.toml found: create one in the rootdir or pass --perfgate-thresholds PATH")
+        raise pytest.UsageError(f"no thresholds.toml found ({request.config.stash[CONF].not_found()})")
     return st.thresholds
 
 

@@ -26,23 +26,55 @@ class PluginConfig:
     confidence: float | None
     inconclusive: str
     engine: list[str] | None
+    searched: tuple[Path, ...] = ()  # where thresholds.toml was looked for (none found: the message names them)
 
     @classmethod
-    def resolve(cls, opt: Any, ini: Callable[[str], Any], invocation_dir: Path, rootpath: Path) -> PluginConfig:
-        """CLI (``opt``: pytest's option namespace) > ini > thresholds.toml > default; paths given
-        on the command line are relative to the invocation directory, ini paths to the rootdir."""
+    def resolve(cls, opt: Any, ini: Callable[[str], Any], invocation_dir: Path, rootpath: Path,
+                inipath: Path | None = None) -> PluginConfig:
+        """CLI (``opt``: pytest's option namespace) > ini > default. Paths given on the command line
+        are relative to the invocation directory, ini paths to the inifile's directory.
+
+        Without ``--perfgate-thresholds`` or ini ``perfgate_thresholds``: the first existing
+        ``thresholds.toml`` of :meth:`search_dirs`, never the rootdir alone, which pytest moves when
+        an argument such as ``--perfgate-out /abs/dir`` names an existing directory outside the
+        project. The default results directory is ``perfgate-results`` beside the inifile, else in
+        the invocation directory."""
+        ini_dir = inipath.parent if inipath is not None else rootpath
         path_s = opt.perfgate_thresholds or ini("perfgate_thresholds")
         path: Path | None
+        searched: tuple[Path, ...] = ()
         if path_s:
             given = Path(path_s)
-            path = given if given.is_absolute() else (invocation_dir if opt.perfgate_thresholds else rootpath) / given
+            path = given if given.is_absolute() else (invocation_dir if opt.perfgate_thresholds else ini_dir) / given
         else:
-            default = rootpath / "thresholds.toml"
-            path = default if default.exists() else None
+            searched = tuple(d / "thresholds.toml" for d in cls.search_dirs(invocation_dir, rootpath, inipath))
+            path = next((p for p in searched if p.is_file()), None)
         out = Path(opt.perfgate_out or ini("perfgate_out") or "perfgate-results")
         if not out.is_absolute():
-            out = (invocation_dir if opt.perfgate_out else rootpath) / out
-        return cls(path, out, opt.perfgate_confidence, opt.perfgate_inconclusive or "", opt.perfgate_engine)
+            out = (ini_dir if inipath is not None and not opt.perfgate_out else invocation_dir) / out
+        return cls(path, out, opt.perfgate_confidence, opt.perfgate_inconclusive or "", opt.perfgate_engine, searched)
+
+    @staticmethod
+    def search_dirs(invocation_dir: Path, rootpath: Path, inipath: Path | None) -> list[Path]:
+        """Where ``thresholds.toml`` is looked for, in order (README "Options", docs/quickstart.md):
+        the inifile's directory; the invocation directory and each parent up to the first that is
+        the inifile's directory, the rootdir or holds ``.git`` (a repository's root); the rootdir."""
+        stops = {rootpath.resolve(), *([inipath.parent.resolve()] if inipath is not None else [])}
+        dirs: list[Path] = [inipath.parent] if inipath is not None else []
+        d = invocation_dir.resolve()
+        while True:
+            dirs.append(d)
+            if d in stops or (d / ".git").exists() or d.parent == d:
+                break
+            d = d.parent
+        dirs.append(rootpath)
+        return list(dict.fromkeys(dirs))
+
+    def not_found(self) -> str:
+        """Where thresholds.toml was looked for, for the "no thresholds.toml" messages."""
+        if not self.searched:
+            return "give --perfgate-thresholds PATH"
+        return f"looked in {', '.join(str(p.parent) for p in self.searched)}; give --perfgate-thresholds PATH"
 
 
 def unwritable(out: Path) -> str | None:
