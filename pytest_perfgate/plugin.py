@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import startup
+from . import noise, startup
 from .config import ConfigError, Thresholds, load_thresholds
 from .failures import GateFailure, PerfgateWarning
 from .markers import MarkerError, Markers, parse
@@ -82,7 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _rank_setup(config)
     if pc.thresholds_path is None:
         return
-    startup.freeze_heap_at_exit()  # the shutdown of a process with vLLM loaded: 3 s -> 0.3 s
+    startup.freeze_heap_at_exit()  # the shutdown of a process with vLLM loaded: 4-5 s -> 0.5 s
+    noise.install()  # torchao's CUDA kernels failing to load on a CPU machine, torch's deprecations to torchao
     if not pc.thresholds_path.exists():
         raise pytest.UsageError(f"perfgate: thresholds file not found: {pc.thresholds_path}")
     try:
@@ -112,7 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
     startup.install_sigterm(config.add_cleanup)
     _check_feasibility(config, th)
     if not config.option.collectonly and (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)):
-        startup.prewarm(th, *_engine_aliases(config), config.option.markexpr or "")  # not on an xdist controller
+        startup.prewarm(th, *_engine_aliases(config), config.option.markexpr or "", pc.out_dir)  # not on an xdist controller
 
 
 def _rank(config: pytest.Config) -> Any:

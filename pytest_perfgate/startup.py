@@ -128,17 +128,55 @@ def install_sigterm(add_cleanup: Callable[[Callable[[], None]], None]) -> None:
 
 _EXIT_FREEZE = False
 
+# What the filter of :func:`freeze_heap_at_exit` drops: nanobind's report of the objects the frozen
+# heap keeps alive (triton's bindings: "nanobind: leaked 4 instances! ... leaked 514 functions!").
+_NANOBIND_FILTER = r"""
+import sys
+out, inp, report = sys.stdout.buffer, sys.stdin.buffer, False
+for line in inp:
+    if line.startswith(b"nanobind: leaked ") or (report and line.startswith(
+            (b" - leaked ", b" - ... skipped", b"nanobind: this is likely", b"See https://nanobind."))):
+        report = True
+        continue
+    report = False
+    out.write(line)
+    out.flush()
+"""
+
+
+def _freeze_and_filter() -> None:
+    """The exit handler: standard error goes through :data:`_NANOBIND_FILTER` (a child that copies
+    every other line to the real standard error, so a real shutdown error still shows), then the
+    heap is frozen. Without the filter (it cannot be started), the heap is frozen all the same."""
+    import os
+    import subprocess
+    import sys
+
+    try:
+        sys.stderr.flush()
+        child = subprocess.Popen([sys.executable, "-S", "-I", "-c", _NANOBIND_FILTER], stdin=subprocess.PIPE,
+                                 stdout=os.dup(2), stderr=subprocess.DEVNULL, close_fds=True)
+        assert child.stdin is not None
+        os.dup2(child.stdin.fileno(), 2)  # the pipe closes when this process exits; the filter then ends
+        child.stdin.close()
+    except (OSError, ValueError, AssertionError):
+        pass
+    gc.freeze()
+
 
 def freeze_heap_at_exit() -> None:
     """Once per process: at interpreter exit, move every object into the garbage collector's
     permanent generation (``gc.freeze``) before Python's own shutdown collections run. With torch,
-    transformers and vLLM loaded those collections walk millions of objects: 2.4-3.2 s after the
-    last test on the 2-core runner, 0.3 s frozen (benchmarks/README.md). Registered with atexit, so
-    it runs after every exit handler registered later (vLLM's, the fork server's stop); objects are
-    still freed by reference counting, only cycles are left to the operating system."""
+    transformers and vLLM loaded those collections walk millions of objects: 4.2-5.4 s after the
+    last test on the busy 2-core runner, 0.5-0.6 s frozen (``benchmarks/bench_startup.py --exit``).
+    Registered with atexit, so it runs after every exit handler registered later (vLLM's, the fork
+    server's stop); objects are still freed by reference counting, only cycles are left to the
+    operating system. nanobind (triton's bindings) reports the objects the frozen heap keeps as
+    "leaked" after Python's shutdown; those lines, and only those, are filtered out of standard error
+    (:func:`_freeze_and_filter`)."""
     global _EXIT_FREEZE
     if not _EXIT_FREEZE:
-        atexit.register(gc.freeze)
+        atexit.register(_freeze_and_filter)
         _EXIT_FREEZE = True
 
 
@@ -250,16 +288,23 @@ def phases_named(markexpr: str, phases: Iterable[str]) -> list[str]:
     return named
 
 
-def prewarm(th: Thresholds, default: str | None, aliases: Mapping[str, str], markexpr: str) -> str | None:
+def prewarm(th: Thresholds, default: str | None, aliases: Mapping[str, str], markexpr: str,
+            out_dir: Path | None = None) -> str | None:
     """``pytest -m phase1``: start what the phase's first engine needs while pytest collects
     (:meth:`EngineManager.prewarm`: vLLM's fork server for the embedded CPU default). Engines are
     those of the named phases' gates (``engine =``, else the default engine, else ``baseline``).
-    Returns the engine prepared for, or None."""
+    The server starts with its output in that engine's log under ``out_dir`` (``engines/<engine>.log``,
+    as every engine start: :mod:`.enginelog`), never on the terminal. Returns the engine prepared
+    for, or None."""
+    from .enginelog import log_path, redirect_output
     from .engines.manager import EngineManager
 
     selected = set(phases_named(markexpr, th.phases))
     names = list(dict.fromkeys(g.engine or default or "baseline" for g in th.gates.values() if g.phase in selected))
-    return EngineManager(th.engines, dict(aliases)).prewarm(names) if names else None
+    if not names:
+        return None
+    output = None if out_dir is None else (lambda name: redirect_output(log_path(out_dir, name)))
+    return EngineManager(th.engines, dict(aliases)).prewarm(names, output)
 
 
 def live_store(baseline: str | None, st: RunState, invocation_dir: Path) -> LiveStore:

@@ -13,11 +13,13 @@ Arguments may refer to those models as ``"embedded:target"``, ``"embedded:draft"
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,14 +150,20 @@ class EngineManager:
             raise EngineError(self._failed[spec.name]) from None
         dt = time.perf_counter() - t
         self.say(f"perfgate: engine {spec.name!r} ready in {dt:.1f} s")
+        for note in getattr(engine, "start_notes", ()):  # what the start learned (the openai kind's dialect)
+            self.say(f"perfgate: engine {spec.name!r}: {note}")
         self.live = engine
         return engine
 
-    def prewarm(self, names: Iterable[str]) -> str | None:
+    def prewarm(self, names: Iterable[str],
+                output: Callable[[str], AbstractContextManager[Any]] | None = None) -> str | None:
         """Start now what the first of these engines will need, before anyone asks for it: vLLM's
         fork server (:mod:`.vllm_forkserver`) for an eager single-process vLLM engine on the CPU, the
         embedded default's setting. Its import of vLLM (13-15 s on the 2-core runner) then runs while
-        pytest collects, on the other core. Returns that engine's name; None when none of ``names``
+        pytest collects, on the other core. ``output(name)``: a context in which the server starts, so
+        that its own output (import warnings) and that of every engine core forked from it before a
+        caller redirects its own go there (``enginelog.redirect_output`` of that engine's log).
+        Returns that engine's name; None when none of ``names``
         qualifies, a GPU driver is visible, vLLM is not installed or ``PERFGATE_PREWARM=0``. Cheap:
         imports neither torch nor vLLM here."""
         if os.environ.get("PERFGATE_PREWARM", "1") == "0" or cuda_hint() or importlib.util.find_spec("vllm") is None:
@@ -179,7 +187,8 @@ class EngineManager:
                 os.environ.setdefault(k, v)
             from .vllm_forkserver import warm
 
-            warm()
+            with output(spec.name) if output is not None else contextlib.nullcontext():
+                warm()
             return spec.name
         return None
 

@@ -9,8 +9,10 @@ The server is a clean single-threaded process (no OpenMP pool, no engine loop th
 it is safe where forking the pytest process is not (a fork after torch ran a parallel region
 hangs in OpenMP).
 
-A fork-server child inherits the server's environment, not the caller's; :class:`_EnvProcess`
-carries the caller's ``os.environ`` at ``Process()`` time into the child, as ``spawn`` would.
+A fork-server child inherits the server's environment and standard output, not the caller's;
+:class:`_EnvProcess` carries the caller's ``os.environ`` at ``Process()`` time into the child, and
+points the child's fds 1 and 2 where the caller's point then (the engine's log while the engine
+starts: ``enginelog.redirect_output``), as ``spawn`` would.
 Used only for eager CPU engines (no inductor, whose settings are read at import); see
 :func:`launching`.
 """
@@ -37,19 +39,47 @@ PRELOAD = [
 ]
 
 
-def _with_env(env: Mapping[str, str], target: Callable[..., Any], args: tuple[Any, ...],
-              kwargs: Mapping[str, Any]) -> Any:
-    """Child side: the caller's environment, then the real target."""
+def _output_targets() -> tuple[str | None, str | None]:
+    """Where this process's fds 1 and 2 point, as paths a child can open: a regular file's path,
+    else this process's ``/proc`` entry for the fd (a pipe or a terminal); None where unknown."""
+    out: list[str | None] = []
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            out.append(None)
+            continue
+        out.append(target if target.startswith("/") and os.path.isfile(target) else f"/proc/{os.getpid()}/fd/{fd}")
+    return out[0], out[1]
+
+
+def _point_output(targets: tuple[str | None, str | None]) -> None:
+    """Child side: fds 1 and 2 appended to ``targets`` (a target that cannot be opened is left as is)."""
+    for fd, path in zip((1, 2), targets, strict=True):
+        if path is None:
+            continue
+        try:
+            new = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            continue
+        os.dup2(new, fd)
+        os.close(new)
+
+
+def _with_env(env: Mapping[str, str], output: tuple[str | None, str | None], target: Callable[..., Any],
+              args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """Child side: the caller's environment and output, then the real target."""
     os.environ.clear()
     os.environ.update(env)
+    _point_output(output)
     return target(*args, **kwargs)
 
 
 class _EnvProcess(multiprocessing.context.ForkServerProcess):
     def __init__(self, group: Any = None, target: Callable[..., Any] | None = None, name: str | None = None,
                  args: Any = (), kwargs: Mapping[str, Any] | None = None, *, daemon: bool | None = None) -> None:
-        super().__init__(group, _with_env, name, (dict(os.environ), target, tuple(args), dict(kwargs or {})),
-                         daemon=daemon)
+        super().__init__(group, _with_env, name,
+                         (dict(os.environ), _output_targets(), target, tuple(args), dict(kwargs or {})), daemon=daemon)
 
 
 class _Context(multiprocessing.context.ForkServerContext):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,9 @@ def quantize(reference: Any, path: str, device: str) -> Quantized:
         model = model.to({"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[path])
     elif path == "torch-dynamic-int8":
         qd: Any = torch.ao.quantization.quantize_dynamic
-        model = qd(model.float(), {torch.nn.Linear}, dtype=torch.qint8)
+        with warnings.catch_warnings():  # torch.ao's deprecation (5 paragraphs) speaks to us, not the user:
+            warnings.simplefilter("ignore", DeprecationWarning)  # the CPU path stays torch.ao's fbgemm kernels
+            model = qd(model.float(), {torch.nn.Linear}, dtype=torch.qint8)
     elif path == "damaged-w2":
         damage_2bit(model)
     elif _has_torchao():

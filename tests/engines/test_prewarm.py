@@ -117,3 +117,54 @@ def test_a_phase_run_has_the_fork_server_up_before_its_first_engine(tmp_path: Pa
     off = subprocess.run(cmd, cwd=tmp_path, env={**env, "PERFGATE_PREWARM": "0"}, capture_output=True,
                          text=True, timeout=900)
     assert "FORKSERVER None" in off.stdout, off.stdout[-3000:]
+
+
+_FORK_OUTPUT = r"""
+import os, sys
+from pytest_perfgate.enginelog import redirect_output
+from pytest_perfgate.engines import vllm_forkserver as fs
+from pathlib import Path
+
+fs.CONTEXT.set_forkserver_preload([])  # no vLLM: the routing of output is what is tested
+
+out = Path(sys.argv[1])
+with redirect_output(out / "first.log"):  # what startup.prewarm does around warm()
+    import multiprocessing.forkserver
+    multiprocessing.forkserver.ensure_running()
+    os.write(1, b"server started\n")
+for name in ("baseline", "speculative"):  # each engine start redirects to its own log
+    with redirect_output(out / f"{name}.log"):
+        for target, args, kw in ((print, (f"engine core of {name}",), {"flush": True}),
+                                 (os.write, (2, f"engine core of {name} on stderr\n".encode()), {})):
+            p = fs.CONTEXT.Process(target=target, args=args, kwargs=kw)  # importable targets
+            p.start()
+            p.join()
+print("terminal line", flush=True)
+fs.stop()
+"""
+
+
+def test_fork_server_children_write_where_the_caller_writes_and_the_server_to_its_log(tmp_path: Path) -> None:
+    """Issue 25: engine cores forked from the prewarmed server wrote to the terminal (the server's
+    own stdout, fixed when pytest configured). Each child now writes where its caller's fds 1 and 2
+    point when it starts (the engine's log), as ``spawn`` would, and nothing reaches the terminal."""
+    proc = subprocess.run([sys.executable, "-c", _FORK_OUTPUT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "terminal line\n" and proc.stderr == "", (proc.stdout, proc.stderr)
+    for name in ("baseline", "speculative"):
+        text = (tmp_path / f"{name}.log").read_text()
+        assert text == f"engine core of {name}\nengine core of {name} on stderr\n", text
+    assert "server started" in (tmp_path / "first.log").read_text()
+
+
+def test_prewarm_starts_the_server_inside_the_engine_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[str] = []
+    _Warmed(monkeypatch)
+    import pytest_perfgate.engines.vllm_forkserver as fs
+
+    monkeypatch.setattr(fs, "warm", lambda: seen.append(os.readlink("/proc/self/fd/1")))
+    th = load_thresholds(ROOT / "thresholds.toml")
+    name = startup.prewarm(th, None, {}, "phase1", tmp_path)
+    assert name is not None and seen == [str(tmp_path / "engines" / f"{name}.log")]
+    assert os.readlink("/proc/self/fd/1") != seen[0]  # restored after the start

@@ -1,0 +1,69 @@
+"""Third-party import noise that says nothing to the user, dropped in perfgate's own processes.
+
+Each rule names one logger and one message of a library we import (through torch, vLLM, torchao),
+and drops that record only; every other record of that logger, and every other logger, is left as
+it is, so a real error still shows. Installed once per process by the plugin (:func:`install`).
+
+============================  ===========================================================  ==========
+logger                        message                                                      dropped
+============================  ===========================================================  ==========
+``torchao``                   ``Failed to load .../torchao/_C_*.so: Could not load this    where no
+                              library ...`` (torchao's CUDA kernels, at import)            NVIDIA GPU
+``torch.utils._pytree``       ``<enum ...> is an Enum subclass and is now natively         always
+                              supported by torch.compile ... register_constant() on Enum
+                              subclasses is deprecated`` (torchao registers its enums: a
+                              deprecation for torchao's authors)
+============================  ===========================================================  ==========
+
+torch.ao's own deprecation of ``quantize_dynamic`` is silenced where perfgate calls it
+(``vision/quant.py``), not here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from .device import cuda_hint
+
+
+@dataclass(frozen=True)
+class Rule:
+    logger: str
+    pattern: re.Pattern[str]
+    only_without_gpu: bool = False
+
+
+RULES = (
+    Rule("torchao", re.compile(r"Failed to load \S*torchao/_C\S*\.so: Could not load this library"), only_without_gpu=True),
+    Rule("torch.utils._pytree", re.compile(r"is an Enum subclass and is now natively supported by torch\.compile")),
+)
+
+
+class _Drop(logging.Filter):
+    """Drops the records of one logger whose message matches one rule."""
+
+    def __init__(self, rule: Rule) -> None:
+        super().__init__()
+        self.rule = rule
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            return not self.rule.pattern.search(record.getMessage())
+        except Exception:  # a record whose message cannot be formatted is not ours to drop
+            return True
+
+
+def install() -> list[str]:
+    """Add the filters (idempotent); the loggers that got one."""
+    gpu = cuda_hint()
+    done = []
+    for rule in RULES:
+        if rule.only_without_gpu and gpu:
+            continue
+        log = logging.getLogger(rule.logger)
+        if not any(isinstance(f, _Drop) and f.rule == rule for f in log.filters):
+            log.addFilter(_Drop(rule))
+        done.append(rule.logger)
+    return done
