@@ -48,6 +48,7 @@ def _thresholds(path: str | None, fallback: str | None = None) -> Any:
 # ---------------------------------------------------------------- check, gates
 def _check(ns: argparse.Namespace) -> int:
     th = _thresholds(ns.thresholds)
+    _check_engines(th)
     info = {"ok": True, "path": str(th.path), "sha256": th.sha256, "phases": list(th.phases),
             "gates": len(th.gates), "fallbacks": len(th.fallbacks), "engines": list(th.engines)}
     if ns.json:
@@ -56,6 +57,17 @@ def _check(ns: argparse.Namespace) -> int:
         print(f"{th.path}: OK: {len(th.phases)} phases, {len(th.gates)} gates, {len(th.fallbacks)} fallbacks, "
               f"{len(th.engines)} engines")
     return OK
+
+
+def _check_engines(th: Any) -> None:
+    """The ``[engines.*]`` tables: kinds and argument names (engines/check.py); exit 4 on a problem."""
+    from .engines.check import engine_problems
+
+    problems, notes = engine_problems(th)
+    for n in notes:
+        print(f"perfgate: note: {n}", file=sys.stderr)
+    if problems:
+        raise CommandError("\nperfgate: ".join(problems), BAD_CONFIG)
 
 
 def _gate_row(g: Any) -> dict[str, Any]:
