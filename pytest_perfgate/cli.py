@@ -16,12 +16,12 @@ from pathlib import Path
 
 
 def _models_make(ns: argparse.Namespace) -> int:
-    from .requirements import EMBEDDED_MODULES, FIX, installed
+    from .requirements import EMBEDDED_MODULES, engine_fix, installed
 
     lack = [m for m in EMBEDDED_MODULES if not installed(m)]
     if lack:  # one line with the fix, never a traceback
         verb = "is" if len(lack) == 1 else "are"
-        print(f"perfgate models make: {', '.join(lack)} {verb} not installed (fix: {FIX})", file=sys.stderr)
+        print(f"perfgate models make: {', '.join(lack)} {verb} not installed (fix: {engine_fix()})", file=sys.stderr)
         return 3
     from .models import make_models
 

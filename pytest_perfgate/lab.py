@@ -64,8 +64,20 @@ class Engines:
         return self._mgr.is_embedded(name)
 
     def tokenizer(self, name: str) -> Any:
-        """The tokenizer of engine ``name`` (for exact-length prompts; starts the engine)."""
-        return self.get(name).tokenizer()
+        """The tokenizer of engine ``name`` (for exact-length prompts; starts the engine). A missing
+        or broken optional package (transformers, a torchvision built for another torch) is one
+        line with its fix (:func:`~pytest_perfgate.requirements.import_failure`), an EngineError."""
+        engine = self.get(name)
+        try:
+            return engine.tokenizer()
+        except (ImportError, RuntimeError) as e:
+            from .contract import EngineError
+            from .requirements import import_failure
+
+            line = import_failure(e, f"engine {engine.name!r} ({engine.kind}) tokenizer")
+            if line is None:
+                raise
+            raise EngineError(line) from None
 
     def variant(self, base: str, name: str, **args: Any) -> str:
         """Declare engine ``name``: engine ``base`` with vLLM arguments ``args`` changed; returns

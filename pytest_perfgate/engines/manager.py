@@ -146,7 +146,10 @@ class EngineManager:
             self._failed[spec.name] = f"engine {spec.name!r} failed to start: {e}"
             raise EngineError(self._failed[spec.name]) from None
         except Exception as e:  # the engine's own failure, reported once for every test that needs it
-            self._failed[spec.name] = f"engine {spec.name!r} failed to start: {type(e).__name__}: {e}"
+            from ..requirements import import_failure
+
+            line = import_failure(e, f"engine {spec.name!r} failed to start") if isinstance(e, ImportError | RuntimeError) else None
+            self._failed[spec.name] = line or f"engine {spec.name!r} failed to start: {type(e).__name__}: {e}"
             raise EngineError(self._failed[spec.name]) from None
         dt = time.perf_counter() - t
         self.say(f"perfgate: engine {spec.name!r} ready in {dt:.1f} s")

