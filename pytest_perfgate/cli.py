@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .floors.cli import extend as add_floors
 
     add_floors(sub)  # perfgate check: physical floors of every gate (floors/cli.py)
+    from .preflight.cli import extend as add_preflight
+
+    add_preflight(sub)  # perfgate check: every vLLM engine's config built with vLLM's classes (preflight/)
 
     models = sub.add_parser("models", help="tiny generated models for engine tests")
     models_sub = models.add_subparsers(dest="models_command", required=True)

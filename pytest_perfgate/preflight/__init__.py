@@ -1,0 +1,157 @@
+"""GPU preflight: every configured vLLM engine of thresholds.toml, and the fallback plans'
+variant engines, built with vLLM's own config classes on this machine (no GPU needed) before a GPU
+hour is spent. Each refusal is one line naming the engine and the key (docs/engines.md#preflight).
+
+Levels: ``refused`` (vLLM raised building the config: the engine cannot start anywhere),
+``warn`` (the config builds but vLLM's code refuses it at start, or the machine of ``[hardware]``
+has too few GPUs for it), ``gpu`` (only the GPU itself can tell; said, not guessed).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Thresholds
+from .build import GPU, NOTE, REFUSED, WARN, Finding
+from .models import Resolved, resolve
+from .plans import Variant, variants
+
+VLLM_KINDS = ("vllm", "vllm-server")
+GPU_ONLY = ("memory profiling and the KV-cache size at gpu_memory_utilization", "attention backend selection",
+            "CUDA-graph capture", "NCCL initialisation across the tensor-parallel ranks")
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    built: list[str] = field(default_factory=list)  # "<engine>: <model source>" of every config built
+    skipped: list[str] = field(default_factory=list)  # engines not built, with why
+    seconds: float = 0.0
+
+    @property
+    def refused(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == REFUSED]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == WARN]
+
+    def failed(self, strict: bool) -> bool:
+        return bool(self.refused or (strict and self.warnings))
+
+    def lines(self) -> list[str]:
+        order = {REFUSED: 0, WARN: 1, GPU: 2, NOTE: 3}
+        out = [f"preflight: {f.line()}" for f in sorted(self.findings, key=lambda f: order[f.level])]
+        out += [f"preflight: not built: {s}" for s in self.skipped]
+        if self.built:
+            out.append(f"preflight: {len(self.built)} vLLM config(s) built in {self.seconds:.1f} s "
+                       f"({len(self.refused)} refused, {len(self.warnings)} will not start); the GPU alone "
+                       f"checks {', '.join(GPU_ONLY)}")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"findings": [f.__dict__ for f in self.findings], "built": self.built, "skipped": self.skipped,
+                "seconds": round(self.seconds, 2)}
+
+
+def _phase1(th: Thresholds, embedded: bool) -> dict[str, Any]:
+    raw = dict(th.params.get("phase1", {}))
+    over = raw.pop("embedded", {})
+    return {**raw, **over} if embedded else raw
+
+
+class _Builder:
+    def __init__(self, th: Thresholds, tmp: Path, embedded: Callable[[], Any] | None) -> None:
+        self.th, self.tmp, self.embedded, self.report = th, tmp, embedded, Report()
+        self.gpus = int(th.hardware.get("count", 0) or 0) if th.hardware else 0
+
+    def _local(self, engine: str, args: dict[str, Any], parents: tuple[str, ...]) -> tuple[dict[str, Any], list[Resolved]] | None:
+        """``args`` with the target and draft models replaced by local directories."""
+        out, found = dict(args), []
+        mml = int(args.get("max_model_len", 0) or 0)
+        r = resolve(str(args.get("model", "")), self.th.models, (engine, *parents), self.tmp / engine, self.embedded, mml)
+        if isinstance(r, str):
+            self.report.skipped.append(f"[engines.{engine}] model: {r}")
+            return None
+        out["model"] = str(r.path)
+        found.append(r)
+        sc = args.get("speculative_config")
+        if isinstance(sc, Mapping) and isinstance(sc.get("model"), str):
+            d = resolve(str(sc["model"]), self.th.models, (), self.tmp / f"{engine}-draft", self.embedded, mml)
+            if isinstance(d, str):
+                self.report.skipped.append(f"[engines.{engine}] speculative_config.model: {d}")
+                return None
+            out["speculative_config"] = {**sc, "model": str(d.path)}
+            found.append(d)
+        return out, found
+
+    def engine(self, engine: str, args: Mapping[str, Any], parents: tuple[str, ...] = (), gpus: int = 0) -> Any:
+        """Build one engine; its findings go to the report. The target config.json, or None."""
+        from .build import after_build, create
+
+        local = self._local(engine, dict(args), parents)
+        if local is None:
+            return None
+        largs, found = local
+        config, findings = create(engine, largs)
+        self.report.findings += findings
+        self.report.built.append(f"{engine}: " + "; draft ".join(r.source for r in found))
+        if config is not None:
+            self.report.findings += after_build(engine, config)
+            world = config.parallel_config.world_size * config.parallel_config.data_parallel_size
+            need = max(world, gpus)
+            if self.gpus and need > self.gpus:
+                self.report.findings.append(Finding(engine, "tensor_parallel_size", WARN,
+                                                    f"needs {need} GPUs; [hardware] count = {self.gpus}"))
+        return found[0].config
+
+    def variant(self, base: str, args: Mapping[str, Any], v: Variant, parents: tuple[str, ...]) -> None:
+        name = f"{v.name} (plan {v.plan})"
+        if v.unavailable:
+            self.report.findings.append(Finding(name, next(iter(v.args), ""), WARN, v.unavailable))
+            return
+        self.engine(name, {**args, **v.args}, (base, *parents), v.gpus)
+        self.report.findings += [Finding(name, next(iter(v.args), ""), NOTE, n) for n in v.notes]
+
+
+def run(th: Thresholds, aliases: Mapping[str, str] | None = None,
+        embedded: Callable[[], Any] | None = None) -> Report:
+    """Build every ``[engines.*]`` of a vLLM kind and the fallback variants of the engine that plays
+    ``speculative`` (``aliases``), else of every configured engine with a ``speculative_config``."""
+    from .build import quiet_vllm
+
+    t0 = time.perf_counter()
+    aliases = dict(aliases or {})
+    with tempfile.TemporaryDirectory(prefix="perfgate-preflight-") as tmp, quiet_vllm():
+        b = _Builder(th, Path(tmp), embedded)
+        for name, spec in th.engines.items():
+            if spec.kind not in VLLM_KINDS:
+                b.report.skipped.append(f"[engines.{name}]: kind {spec.kind!r} is not a vLLM kind (nothing to build)")
+                continue
+            parents = _parents(th, name)
+            shape = b.engine(name, spec.args, parents)
+            plays = aliases.get("speculative") == name or (not aliases.get("speculative")
+                                                          and "speculative_config" in spec.args)
+            if plays and shape is not None:
+                emb = str(spec.args.get("model", "")).startswith("embedded:")
+                for v in variants(name, spec.args, _phase1(th, emb), shape, list(th.fallbacks)):
+                    b.variant(name, spec.args, v, parents)
+        b.report.seconds = time.perf_counter() - t0
+        return b.report
+
+
+def _parents(th: Thresholds, name: str) -> tuple[str, ...]:
+    out: list[str] = []
+    cur = th.engines[name].extends
+    while cur and cur in th.engines and cur not in out:
+        out.append(cur)
+        cur = th.engines[cur].extends
+    return tuple(out)
+
+
+__all__ = ["GPU", "NOTE", "REFUSED", "WARN", "Finding", "Report", "run"]
