@@ -9,10 +9,20 @@ A and B re-send the prompts of the baseline run (``perfgate.runs.requests("basel
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
 from pytest_perfgate import Engines, LoadConfig, Perfgate, Proportion, Thresholds, prompts, workload
+from pytest_perfgate.preflight.plans import (
+    EXTERNAL_HITS,
+    EXTERNAL_QUERIES,
+    context_parallel,
+    eviction,
+    gpu_kv_tokens,
+    switch_draft,
+    tiered_kv,
+)
 
 
 @dataclass(frozen=True)
@@ -38,38 +48,78 @@ def _needs_vllm(perfgate_engines: Engines, plan: str, what: str) -> None:
         pytest.skip(f"{plan} needs a vLLM engine {what}; engine 'speculative' is {kind!r}")
 
 
+def _model(perfgate_thresholds: Thresholds, perfgate_engines: Engines) -> Any:
+    """The speculative engine's model shape (its config.json, else [models.*]), or None."""
+    from pytest_perfgate.roofline.config import parse
+
+    spec = perfgate_engines.spec("speculative")
+    return parse(perfgate_thresholds.hardware, perfgate_thresholds.models).model_for(
+        spec.name, spec.args.get("model"), (spec.extends,) if spec.extends else ())
+
+
 @pytest.mark.fallback("tiered_kv_cache")
-def test_plan_a_tiered_kv_cache(perfgate: Perfgate, perfgate_engines: Engines, plans: Plans) -> None:
-    """Plan A through vLLM's KV-cache CPU offloading (``kv_offloading_size``, GiB of CPU memory):
-    TTFT P99 at least 40% lower than the failing speculative run; page-swap cost reported."""
+def test_plan_a_tiered_kv_cache(perfgate: Perfgate, perfgate_engines: Engines, perfgate_thresholds: Thresholds,
+                                plans: Plans) -> None:
+    """Plan A through vLLM's KV-cache CPU offloading (``kv_offloading_size``, GiB of CPU memory): the
+    prompts' KV is computed once, the GPU tier is evicted (distinct prompts holding more tokens than
+    it), and the re-sent prompts must come back from the CPU tier (vLLM's external prefix-cache hit
+    counters): their TTFT P99 at least 40% lower than the failing speculative run's cold one."""
     _needs_vllm(perfgate_engines, "plan A", "to set kv_offloading_size")
     if perfgate_engines.gpus() == 0:
         pytest.skip("plan A offloads KV blocks from GPU memory to CPU memory (vLLM kv_offloading_size / "
                     "OffloadingConnector); this machine has no CUDA GPU, so there is no GPU tier to offload from")
-    name = perfgate_engines.variant("speculative", "speculative+tiered_kv", kv_offloading_size=plans.kv_offloading_gib,
-                                    kv_offloading_backend="native")
+    v = tiered_kv("speculative", plans.kv_offloading_gib)
+    name = perfgate_engines.variant("speculative", v.name, **v.args)
     first_tokens = [replace(r, max_tokens=1) for r in perfgate.runs.requests("baseline")]
-    perfgate_engines.run(name, first_tokens, keep_as="tiered_kv_cache")
-    # page swap: re-send the same prompts; their KV now comes back from the CPU tier
-    again = perfgate_engines.run(name, first_tokens)
-    v = perfgate.evaluate(gate="tiered_kv_ttft")  # the runs kept as "tiered_kv_cache" and "speculative"
+    started = perfgate_engines.run(name, first_tokens[:1])
+    gpu_tokens, model = gpu_kv_tokens(started.counters_after), _model(perfgate_thresholds, perfgate_engines)
+    if gpu_tokens is None or model is None:
+        pytest.fail(f"plan A: engine {name!r}: no GPU KV size (vllm:cache_config_info) or no model shape for "
+                    "the CPU tier's size; neither can be guessed")
+    cpu_tokens = int(plans.kv_offloading_gib * 2**30 // model.kv_bytes_per_token())
+    plen = len(first_tokens[0].prompt) if not isinstance(first_tokens[0].prompt, str) else 8000
+    plan = eviction(gpu_tokens, cpu_tokens, plen, len(first_tokens))
+    if isinstance(plan, str):
+        pytest.skip(plan)
+    k, f = plan
+    perfgate_engines.run(name, first_tokens[1:k])  # their KV is computed and offloaded
+    tok = perfgate_engines.tokenizer(name)
+    perfgate_engines.run(name, prompts.exact_length_prompts(tok, plen, f, seed=97, tag="evict", max_tokens=1))
+    again = perfgate_engines.run(name, first_tokens[:k], keep_as="tiered_kv_cache")
+    hits = again.counters_after.get(EXTERNAL_HITS, 0.0) - again.counters_before.get(EXTERNAL_HITS, 0.0)
+    queried = again.counters_after.get(EXTERNAL_QUERIES, 0.0) - again.counters_before.get(EXTERNAL_QUERIES, 0.0)
+    perfgate.note(f"plan A: GPU tier {gpu_tokens:,} tokens, CPU tier {cpu_tokens:,}; {k} prompts re-sent after "
+                  f"{f} evicting ones; {EXTERNAL_HITS} +{hits:,.0f} of {queried:,.0f} tokens queried")
+    if hits < 0.5 * k * plen:
+        pytest.fail(f"plan A: the re-sent prompts did not come back from the CPU tier: {EXTERNAL_HITS} +{hits:,.0f} "
+                    f"tokens for {k} x {plen:,}-token prompts (vLLM's KV offloading did not serve them)")
+    verdict = perfgate.evaluate(gate="tiered_kv_ttft")  # the runs kept as "tiered_kv_cache" and "speculative"
     perfgate.check(again, gate="tiered_kv_page_swap")  # recorded: TTFT when the KV comes back from CPU
-    perfgate.raise_for(v)
+    perfgate.raise_for(verdict)
 
 
 @pytest.mark.fallback("sequence_parallel")
-def test_plan_b_sequence_parallel(perfgate: Perfgate, perfgate_engines: Engines) -> None:
-    """Plan B through vLLM's context parallelism (``prefill_context_parallel_size`` /
-    ``decode_context_parallel_size``): split the long sequence across GPUs."""
+def test_plan_b_sequence_parallel(perfgate: Perfgate, perfgate_engines: Engines, perfgate_thresholds: Thresholds) -> None:
+    """Plan B through vLLM's context parallelism, as vLLM 0.32 allows it on this model
+    (pytest_perfgate.preflight.plans.context_parallel): prefill context parallelism on MLA models
+    only, decode context parallelism where tensor_parallel_size > KV heads."""
     _needs_vllm(perfgate_engines, "plan B", "for context parallelism")
     gpus = perfgate_engines.gpus()
     if gpus == 0:
-        pytest.skip("plan B (vLLM prefill_context_parallel_size / decode_context_parallel_size) needs >= 2 CUDA "
-                    "GPUs; this machine has none (vLLM's CPU backend has no context parallelism)")
-    tp = int(perfgate_engines.spec("speculative").args.get("tensor_parallel_size", 1))
-    if gpus < 2 * tp:
-        pytest.skip(f"plan B needs tensor_parallel_size x 2 = {2 * tp} GPUs for context parallel size 2; found {gpus}")
-    name = perfgate_engines.variant("speculative", "speculative+context_parallel", prefill_context_parallel_size=2)
+        pytest.skip("plan B (vLLM prefill_context_parallel_size / decode_context_parallel_size) needs CUDA GPUs; "
+                    "this machine has none (vLLM's CPU backend has no context parallelism)")
+    spec, model = perfgate_engines.spec("speculative"), _model(perfgate_thresholds, perfgate_engines)
+    if model is None:
+        pytest.skip(f"plan B: no shape of {spec.args.get('model')!r} (config.json or [models.*]) to tell which "
+                    "context parallelism vLLM allows for it")
+    sc = spec.args.get("speculative_config")
+    v = context_parallel("speculative", int(spec.args.get("tensor_parallel_size", 1)), model.heads, model.kv_heads,
+                         mla=False, speculative_config=sc if isinstance(sc, dict) else None)
+    if v.unavailable:
+        pytest.skip(f"plan B on {model.name}: {v.unavailable}")
+    if gpus < v.gpus:
+        pytest.skip(f"plan B on {model.name}: {v.notes[0]}; this machine has {gpus}")
+    name = perfgate_engines.variant("speculative", v.name, **v.args)
     first_tokens = [replace(r, max_tokens=1) for r in perfgate.runs.requests("baseline")]
     perfgate.check(perfgate_engines.run(name, first_tokens), gate="long_context_ttft")
 
@@ -87,8 +137,8 @@ def test_switch_draft_model(perfgate: Perfgate, perfgate_engines: Engines, plans
             *prompts.math_prompts(tok, plans.prompt_set_tokens, plans.prompt_set_requests, seed=11, **shape)]
     results: dict[str, Proportion] = {}
     for i, draft in enumerate(plans.candidate_drafts):
-        config = {**spec.args["speculative_config"], "model": draft}
-        name = perfgate_engines.variant("speculative", f"speculative[draft {i + 1}]", speculative_config=config)
+        (v,) = switch_draft("speculative", spec.args["speculative_config"], [draft])
+        name = perfgate_engines.variant("speculative", f"speculative[draft {i + 1}]", **v.args)
         acc = perfgate_engines.run(name, reqs, LoadConfig()).perfgate_data("acceptance_rate")
         assert isinstance(acc, Proportion), acc
         results[draft] = acc

@@ -87,3 +87,37 @@ def variants(base: str, args: Mapping[str, Any], phase1: Mapping[str, Any], shap
     if "switch_draft_model" in fallbacks and isinstance(sc, Mapping):
         out += switch_draft(base, sc, [str(d) for d in phase1.get("candidate_drafts", ())])
     return out
+
+
+# ---------------------------------------------------------------- plan A: evict, then re-send
+EXTERNAL_HITS = "vllm:external_prefix_cache_hits"  # tokens served from the KV connector (the CPU tier)
+EXTERNAL_QUERIES = "vllm:external_prefix_cache_queries"
+
+
+def gpu_kv_tokens(counters: Mapping[str, float]) -> int | None:
+    """Tokens the GPU KV cache holds (``vllm:cache_config_info`` labels num_gpu_blocks x block_size)."""
+    import re
+
+    for key in counters:
+        if key.startswith("vllm:cache_config_info"):
+            blocks = re.search(r'num_gpu_blocks="(\d+)"', key)
+            size = re.search(r'block_size="(\d+)"', key)
+            if blocks and size:
+                return int(blocks.group(1)) * int(size.group(1))
+    return None
+
+
+def eviction(gpu_tokens: int, cpu_tokens: int, prompt_tokens: int, prompts: int) -> tuple[int, int] | str:
+    """(re-sent prompts k, filler prompts f) of plan A: f distinct prompts of ``prompt_tokens`` hold
+    10% more tokens than the GPU tier (so none of the k first ones stays on the GPU), and the k + f
+    prompts fit in the CPU tier (so the k come back from it, the oldest entries of its LRU); else
+    the sentence saying what the plan needs."""
+    f = -(-int(1.1 * gpu_tokens) // prompt_tokens) + 1
+    k = min(prompts, cpu_tokens // prompt_tokens - f)
+    if k < 1:
+        need = (f + 1) * prompt_tokens
+        return (f"plan A needs a CPU tier larger than the GPU tier: it holds {cpu_tokens:,} tokens and the GPU "
+                f"{gpu_tokens:,}; evicting the GPU and keeping one {prompt_tokens:,}-token prompt needs "
+                f"{need:,} CPU tokens (raise [params.phase1] kv_offloading_gib by "
+                f"{(need - cpu_tokens) / max(cpu_tokens, 1):.0%} or more)")
+    return k, f
