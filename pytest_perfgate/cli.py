@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .floors.cli import extend as add_floors
 
     add_floors(sub)  # perfgate check: physical floors of every gate (floors/cli.py)
+    from .scaffold import extend as add_init
+
+    add_init(sub)  # perfgate init: a project in your own repository (scaffold.py)
     from .preflight.cli import extend as add_preflight
 
     add_preflight(sub)  # perfgate check: every vLLM engine's config built with vLLM's classes (preflight/)

@@ -230,9 +230,7 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
     ``perfgate.sample_until_decided(draw)``, ``perfgate.decision("phase1")``."""
     st = _state(request.config)
     if st is None:
-        raise pytest.UsageError(
-            f"perfgate fixture used but no thresholds.toml was found ({request.config.stash[CONF].not_found()})"
-        )
+        raise pytest.UsageError(f"perfgate fixture used, no thresholds.toml found ({request.config.stash[CONF].not_found()})")
     item = request.node
     marks = _markers(item)
 
