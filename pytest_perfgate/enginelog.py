@@ -50,6 +50,36 @@ def redirect_output(path: Path) -> Iterator[int]:
             os.close(f)
 
 
+# The loggers of the engines' libraries whose handlers write to the terminal (vLLM's "[shutdown]" lines).
+LIBRARY_LOGGERS = ("vllm",)
+
+
+def retarget_handlers(prefixes: tuple[str, ...], path: Path) -> Callable[[], None]:
+    """Point every ``logging.StreamHandler`` of the loggers named ``prefixes`` (and their children)
+    that writes to ``sys.stdout``/``sys.stderr`` at ``path``; returns the function that puts them back."""
+    import logging
+
+    names = [n for n in logging.Logger.manager.loggerDict if any(n == p or n.startswith(p + ".") for p in prefixes)]
+    handlers = {id(h): h for n in names for h in getattr(logging.getLogger(n), "handlers", [])
+                if type(h) is logging.StreamHandler and h.stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)}
+    if not handlers:
+        return lambda: None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = path.open("a", encoding="utf-8", errors="replace")
+    except OSError:
+        return lambda: None
+    old = {k: h.setStream(f) for k, h in handlers.items()}
+
+    def restore() -> None:
+        for k, h in handlers.items():
+            if h.stream is f:
+                h.setStream(old[k])
+        f.close()
+
+    return restore
+
+
 def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     try:
         text = path.read_bytes()[-200_000:].decode("utf-8", "replace")
@@ -130,6 +160,24 @@ class LoggedEngines:
 
         engine = self.get(name)
         return run_load(engine, requests, config, progress_printer(self.say, engine.name), stop, slos=slos)
+
+    def close_in_background(self) -> Callable[[float], str | None]:
+        """The session's last stop on a thread (the manager's), with what the engine's library logs
+        meanwhile in the engine's log: fds 1 and 2 stay the terminal's (the main thread writes the
+        results then), so the library's terminal handlers are pointed at the log until ``wait``."""
+        live = self._mgr.live
+        if live is None:
+            return self._mgr.close_in_background()  # type: ignore[no-any-return]
+        restore = retarget_handlers(LIBRARY_LOGGERS, self.log(live.name))
+        wait = self._mgr.close_in_background()
+
+        def waited(timeout_s: float) -> str | None:
+            try:
+                return wait(timeout_s)  # type: ignore[no-any-return]
+            finally:
+                restore()
+
+        return waited
 
     def failure_text(self, message: str, path: Path, first: bool) -> str:
         """The manager's first line; then, the first time, the last lines of the engine's output

@@ -159,4 +159,4 @@ class Engines:
 
     def close_in_background(self) -> Callable[[float], str | None]:
         """Stop the live engine on a thread; ``wait(timeout_s)`` joins it (an error message or None)."""
-        return self._mgr.close_in_background()
+        return self._logged.close_in_background()

@@ -16,7 +16,10 @@ logger                        message                                           
 ============================  ===========================================================  ==========
 
 torch.ao's own deprecation of ``quantize_dynamic`` is silenced where perfgate calls it
-(``vision/quant.py``), not here.
+(``vision/quant.py``), not here. :data:`WARNING_FILTERS` are pytest ``filterwarnings`` lines the
+plugin adds in a perfgate session: torch's deprecation of ``torch.jit.script_method``, raised inside
+torch's own module while vLLM/transformers define their scripted modules (14 lines in a phase-1
+warnings summary), which no user code can act on.
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ class Rule:
 RULES = (
     Rule("torchao", re.compile(r"Failed to load \S*torchao/_C\S*\.so: Could not load this library"), only_without_gpu=True),
     Rule("torch.utils._pytree", re.compile(r"is an Enum subclass and is now natively supported by torch\.compile")),
+)
+
+
+WARNING_FILTERS = (
+    r"ignore:`torch\.jit\.script_method` is deprecated:DeprecationWarning:torch\.jit\._script",
 )
 
 

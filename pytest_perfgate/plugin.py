@@ -84,6 +84,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     startup.freeze_heap_at_exit()  # the shutdown of a process with vLLM loaded: 4-5 s -> 0.5 s
     noise.install()  # torchao's CUDA kernels failing to load on a CPU machine, torch's deprecations to torchao
+    for line in noise.WARNING_FILTERS:
+        config.addinivalue_line("filterwarnings", line)
     if not pc.thresholds_path.exists():
         raise pytest.UsageError(f"perfgate: thresholds file not found: {pc.thresholds_path}")
     try:

@@ -76,3 +76,22 @@ def test_a_perfgate_session_importing_torchao_prints_none_of_it(tmp_path: Path) 
     both = proc.stdout + proc.stderr
     assert proc.returncode == 0, both[-3000:]
     assert "Failed to load" not in both and "register_constant" not in both, both[-3000:]
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_torch_jit_deprecation_is_not_in_a_perfgate_warnings_summary(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".toml", thresholds="[phases.phase1]\n")
+    pytester.makepyfile(test_w="""
+        import warnings
+
+        def test_w():
+            msg = "`torch.jit.script_method` is deprecated. Please switch to `torch.compile` or `torch.export`."
+            warnings.warn_explicit(msg, DeprecationWarning, "_script.py", 365, module="torch.jit._script")
+            warnings.warn_explicit("a deprecation of someone else", DeprecationWarning, "x.py", 1, module="x")
+    """)
+    r = pytester.runpytest("-p", "no:cacheprovider", "--perfgate-thresholds", "thresholds.toml")
+    r.assert_outcomes(passed=1, warnings=1)
+    r.stdout.no_fnmatch_line("*torch.jit.script_method*")
+    r.stdout.fnmatch_lines(["*a deprecation of someone else*"])
