@@ -17,11 +17,9 @@ def runs() -> dict[str, Any]:
 
 
 def _params(th: Any) -> dict[str, Any]:
-    raw = dict(th.params.get("phase2", {}))
-    emb = raw.pop("embedded", {})
-    if str(raw.get("encoder", "embedded")) == "embedded":
-        raw.update(emb)
-    return raw
+    from pytest_perfgate.vision import suite
+
+    return suite.params(th.params.get("phase2", {}), suite.device())
 
 
 @pytest.fixture

@@ -87,12 +87,27 @@ def quantize(reference: Any, path: str, device: str) -> Quantized:
     elif _has_torchao():
         from torchao.quantization import quantize_
 
-        quantize_(model, _torchao_config(path))
+        cast = torchao_weight_dtype(path, ref_dtype)
+        if cast is not None:  # the inputs follow the patch embedding's dtype (encoder._input_dtype)
+            model = model.to(cast)
+        try:
+            quantize_(model, _torchao_config(path))
+        except AssertionError as e:  # torchao's own checks (device capability, dtype) are assertions
+            raise Unavailable(f"{path}: torchao refused it: {e}") from e
     else:  # a CUDA machine without torchao: the same recipes on torch's own kernels
         _swap_linears(model, path)
     model.eval()
     return Quantized(path, model, str(ref_dtype).removeprefix("torch."), param_bytes(model),
                      time.perf_counter() - t)
+
+
+def torchao_weight_dtype(path: str, ref_dtype: Any) -> Any:
+    """The dtype a copy is cast to before torchao quantizes it, or None. torchao 0.18's FP8 with
+    ``PerRow`` granularity asserts "PerRow quantization only works for bfloat16 precision" on fp16 or
+    fp32 weights: an fp16 reference (the GPU's) is quantized from a bfloat16 copy."""
+    import torch
+
+    return torch.bfloat16 if path == "fp8" and ref_dtype != torch.bfloat16 else None
 
 
 def _has_torchao() -> bool:

@@ -45,6 +45,21 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+# Keys of [params.phase2.embedded] that are the CPU's own choices: torch.ao's dynamic int8 runs on the
+# CPU only, so on a GPU the embedded encoder keeps [params.phase2] vision_quant (the gated path).
+CPU_CHOICES = ("vision_quant",)
+
+
+def params(phase2: Mapping[str, Any], on: str) -> dict[str, Any]:
+    """The effective ``[params.phase2]`` on device ``on``: its ``embedded`` overrides apply to the
+    embedded encoder, all of them on the CPU and all but :data:`CPU_CHOICES` on a GPU."""
+    raw = dict(phase2)
+    emb = dict(raw.pop("embedded", {}))
+    if str(raw.get("encoder", "embedded")) == "embedded":
+        raw.update({k: v for k, v in emb.items() if on == "cpu" or k not in CPU_CHOICES})
+    return raw
+
+
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Torch on one CPU thread inside (tiny matmuls on a shared CPU: stable timings, ~10x less CPU
