@@ -79,3 +79,19 @@ def test_bad_thresholds_is_not_a_pass(tmp_path: Path) -> None:
     p2 = subprocess.run(["bash", str(GATE)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p2.returncode == pytest.ExitCode.USAGE_ERROR
     assert "unknown unit 'parsecs'" in p2.stderr
+
+
+def test_absolute_out_outside_the_project_works_twice(tmp_path: Path) -> None:
+    """gate.sh's own form, `pytest ... --perfgate-out /abs/dir`, with thresholds.toml found (no
+    PERFGATE_THRESHOLDS): the second run too, when the existing results directory moves pytest's
+    rootdir out of the project (issue 21, item 9)."""
+    proj, out = tmp_path / "proj", tmp_path / "results"
+    (proj / "suite").mkdir(parents=True)
+    (proj / "thresholds.toml").write_text(THRESHOLDS)
+    (proj / "suite" / "test_demo.py").write_text(SUITE)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "PERFGATE_TESTS": "suite", "PERFGATE_OUT": str(out),
+           "TTFT_MS": "100"}
+    for attempt in (1, 2):
+        p = subprocess.run(["bash", str(GATE), "phase1"], cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, f"run {attempt}: {p.stdout}{p.stderr}"
+        assert "perfgate gate: phase1 PASSED" in p.stdout
