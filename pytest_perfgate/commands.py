@@ -184,7 +184,7 @@ def _history(ns: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- evaluate, diff
-def _run_verdict(results: str, run_ref: str, gate: str) -> dict[str, Any]:
+def _run_verdict(results: str, run_ref: str, gate: str, *, errors: bool = False) -> dict[str, Any]:
     from .store import history
     from .store.baseline import find, resolve
 
@@ -193,7 +193,7 @@ def _run_verdict(results: str, run_ref: str, gate: str) -> dict[str, Any]:
         ref = resolve(run_ref, Path(results), Path.cwd())
     except history.HistoryError as e:
         raise CommandError(str(e).replace("--perfgate-baseline", "run")) from None
-    row = find(ref, gate)
+    row = find(ref, gate, errors=errors)
     if row is None:
         raise CommandError(f"no stored data of gate {gate!r} for {ref.label} in {db}")
     return {**row, "results_dir": str(ref.results_dir)}
@@ -213,7 +213,7 @@ def _stored_thresholds(ns: argparse.Namespace, row: Mapping[str, Any]) -> Any:
 def _evaluate(ns: argparse.Namespace) -> int:
     from .store.records import StoreError, load, reevaluate, same_verdict
 
-    row = _run_verdict(ns.results, ns.run, ns.gate)
+    row = _run_verdict(ns.results, ns.run, ns.gate, errors=True)
     th = _stored_thresholds(ns, row)
     try:
         stored = load(Path(row["results_dir"]) / row["samples"])

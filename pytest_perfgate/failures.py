@@ -11,11 +11,29 @@ if TYPE_CHECKING:
 
 
 class GateFailure(AssertionError):
-    """Raised by a failing check; ``.verdict`` carries the numbers."""
+    """Raised by a failing check; ``.verdict`` carries the numbers, ``.verdicts`` every failing
+    verdict of a ``check_all`` (its message has each one's sentence, not just the first's)."""
 
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: Verdict, *others: Verdict) -> None:
         self.verdict = verdict
-        super().__init__(verdict.message())
+        self.verdicts = (verdict, *others)
+        super().__init__("\n".join(_sentences(self.verdicts)))
+
+
+def _sentences(verdicts: tuple[Verdict, ...]) -> list[str]:
+    """Each verdict's message; errored gates with the same cause (one run's failed requests) once."""
+    errors: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        if v.outcome == "error":
+            errors.setdefault(v.note, []).append(v)
+    out = []
+    for v in verdicts:
+        group = errors.get(v.note, []) if v.outcome == "error" else [v]
+        if len(group) == 1:
+            out.append(v.message())
+        elif group and group[0] is v:
+            out.append(f"gates {', '.join(g.gate for g in group)}: ERROR: not evaluated: {v.note}")
+    return out
 
 
 class GateInconclusive(GateFailure):

@@ -24,6 +24,17 @@ class _Item(Protocol):
     def iter_markers(self, name: str) -> Iterable[Any]: ...
 
 
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``did you mean 'ttft_p95'? `` for a near miss (case and ``-``/``_`` aside), else ""."""
+    import difflib
+
+    names = list(known)
+    fold = {k.lower().replace("-", "_"): k for k in names}
+    close = [fold[name.lower().replace("-", "_")]] if name.lower().replace("-", "_") in fold else (
+        difflib.get_close_matches(name, names, n=1, cutoff=0.6))
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 @dataclass(frozen=True)
 class Markers:
     """``@pytest.mark.gate(...)`` names, ``@pytest.mark.fallback(...)`` names and the
@@ -40,10 +51,10 @@ class Markers:
 
     def problems(self, nodeid: str, th: Thresholds) -> list[str]:
         """Unknown gate or fallback names, one line each (empty when all are defined)."""
-        out = [f"{nodeid}: unknown gate {g!r} (gates in {th.path.name}: {', '.join(th.gates) or '(none)'})"
-               for g in self.gates if g not in th.gates]
-        out += [f"{nodeid}: unknown fallback {f!r} (fallbacks: {', '.join(th.fallbacks) or '(none)'})"
-                for f in self.fallbacks if f not in th.fallbacks]
+        out = [f"{nodeid}: unknown gate {g!r} ({_did_you_mean(g, th.gates)}gates in {th.path.name}: "
+               f"{', '.join(th.gates) or '(none)'})" for g in self.gates if g not in th.gates]
+        out += [f"{nodeid}: unknown fallback {f!r} ({_did_you_mean(f, th.fallbacks)}fallbacks: "
+                f"{', '.join(th.fallbacks) or '(none)'})" for f in self.fallbacks if f not in th.fallbacks]
         return out
 
     def phases(self, th: Thresholds) -> set[str]:

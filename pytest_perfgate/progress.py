@@ -7,16 +7,32 @@ from collections.abc import Callable
 Say = Callable[[str], None]
 
 
-def progress_printer(say: Say, label: str, every_s: float = 5.0, unit: str = "requests") -> Callable[[int, int, float], None]:
-    """A ``progress(done, total, elapsed)`` callback that says a line at most every ``every_s``
-    (and at the end). Single-item runs stay quiet: their caller reports progress instead."""
-    last = [0.0]
+class _Printer:
+    """``progress(done, total, elapsed)``; ``warmup(done, total, elapsed)`` for the requests sent
+    before a run is measured (load/runner.py calls it when present)."""
 
-    def progress(done: int, total: int, elapsed: float) -> None:
+    def __init__(self, say: Say, label: str, every_s: float, unit: str) -> None:
+        self.say, self.label, self.every_s, self.unit = say, label, every_s, unit
+        self.last = 0.0
+        self.warm_last: float | None = None
+
+    def __call__(self, done: int, total: int, elapsed: float) -> None:
         if total <= 1:
             return
-        if elapsed - last[0] >= every_s or done >= total:
-            last[0] = elapsed
-            say(f"perfgate: [{label}] {done}/{total} {unit}, {elapsed:.1f} s")
+        if elapsed - self.last >= self.every_s or done >= total:
+            self.last = elapsed
+            self.say(f"perfgate: [{self.label}] {done}/{total} {self.unit}, {elapsed:.1f} s")
 
-    return progress
+    def warmup(self, done: int, total: int, elapsed: float) -> None:
+        """A line as the warm-up starts, then at most every ``every_s`` (a first request that compiles
+        or loads for minutes is not silence)."""
+        if self.warm_last is None or elapsed - self.warm_last >= self.every_s:
+            self.warm_last = elapsed
+            self.say(f"perfgate: [{self.label}] warm-up {done}/{total} requests (not measured), {elapsed:.1f} s")
+
+
+def progress_printer(say: Say, label: str, every_s: float = 5.0, unit: str = "requests") -> Callable[[int, int, float], None]:
+    """A ``progress(done, total, elapsed)`` callback that says a line at most every ``every_s``
+    (and at the end), with a ``warmup`` method for the warm-up requests. Single-item runs stay
+    quiet: their caller reports progress instead."""
+    return _Printer(say, label, every_s, unit)

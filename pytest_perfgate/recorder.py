@@ -22,6 +22,23 @@ if TYPE_CHECKING:
 REPORTS = ("gates.xml", "summary.md", "report.html")
 
 
+def own_times(verdicts: list[dict[str, Any]], start: float, duration: float) -> None:
+    """Each verdict's ``duration``: from the test's start (or its previous verdict) to its own
+    recording, so that a test checking six gates does not count its time six times; a verdict
+    without a stamp (recorded after the test) gets the rest. Without a start: the whole test's."""
+    prev, stop = start, start + duration
+    for v in verdicts:
+        if "duration" in v:
+            continue
+        at = v.get("recorded_at")
+        if not start:
+            v["duration"] = round(duration, 6)
+            continue
+        end = min(stop, float(at)) if isinstance(at, (int, float)) else stop
+        v["duration"] = round(max(0.0, end - prev), 6)
+        prev = max(prev, end)
+
+
 class Recorder:
     """Writes this session's results after every test and once more, with plots, at its end."""
 
@@ -46,9 +63,9 @@ class Recorder:
         if not (report.when == "call" or (report.when == "setup" and not report.passed)):
             return
         st.add_properties(report.nodeid, props)
-        if report.when == "call":  # JUnit test cases carry the measuring test's duration
-            for v in st.verdicts.get(report.nodeid, []):
-                v.setdefault("duration", round(float(report.duration), 6))
+        if report.when == "call":  # JUnit test cases carry the time their gate took in the test
+            own_times(st.verdicts.get(report.nodeid, []), float(getattr(report, "start", 0.0) or 0.0),
+                      float(report.duration))
         if isinstance(fallback, str):
             reason = ""
             if report.skipped and isinstance(report.longrepr, tuple):

@@ -169,11 +169,13 @@ class MetricSource(Protocol):
 @dataclass(frozen=True)
 class RequestCounts:
     """The measured requests of one or more runs: how many were sent, how many succeeded (streamed
-    output), and the failed ones by cause (``{"HTTP 500": 3}``). Runs pool with ``+``."""
+    output), and the failed ones by cause (``{"HTTP 500": 3}``) with what the first of them said
+    (``{"HTTP 500": "from http://h:8000/v1/completions: out of memory"}``). Runs pool with ``+``."""
 
     measured: int = 0
     succeeded: int = 0
     causes: Mapping[str, int] = field(default_factory=dict)
+    reasons: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> int:
@@ -182,11 +184,19 @@ class RequestCounts:
     def __add__(self, other: RequestCounts) -> RequestCounts:
         causes = Counter(self.causes)
         causes.update(other.causes)
-        return RequestCounts(self.measured + other.measured, self.succeeded + other.succeeded, dict(causes))
+        return RequestCounts(self.measured + other.measured, self.succeeded + other.succeeded, dict(causes),
+                             {**other.reasons, **self.reasons})
 
-    def listed(self) -> str:
-        """``"3 x HTTP 500, 1 x timeout"``, most frequent first; "" when none failed."""
-        return ", ".join(f"{n} x {cause}" for cause, n in Counter(self.causes).most_common())
+    def listed(self, top: int | None = None) -> str:
+        """``"3 x HTTP 500 from http://h:8000/v1/completions: out of memory, 1 x timeout (...)"``,
+        most frequent first (the ``top`` most frequent, and how many other causes); "" when none failed."""
+        ranked = Counter(self.causes).most_common()
+        shown = [f"{n} x {cause}{self.reasons.get(cause, '')}"
+                 for cause, n in ranked[:top]]
+        rest = ranked[len(shown):]
+        if rest:
+            shown.append(f"{sum(n for _, n in rest)} x {len(rest)} other cause(s)")
+        return ", ".join(shown)
 
 
 @runtime_checkable

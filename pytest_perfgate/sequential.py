@@ -26,7 +26,7 @@ from .rules import metric_unit, resolve_confidence
 from .samples import MetricSource, Proportion, RequestCounts, RequestRun, Samples, make_samples, pool
 from .units import Unit
 from .units import unit as unit_of
-from .verdict import Verdict, error_verdict, evaluate
+from .verdict import Verdict, counts_requests, error_verdict, evaluate
 
 
 class SequentialUsageError(ValueError):
@@ -82,10 +82,10 @@ def sample_until_decided(
     values: list[float] = []
     shown: Unit | None = None
     t0 = clock()
-    next_look = 0
+    next_look = looked = 0
     verdict: Verdict | None = None
     stopped = "max_samples"
-    looked = 0
+    draw = _failed_fraction(draw, gate)  # an error_rate gate: each run's failed fraction
     requests = RequestCounts()  # of the runs drawn so far: failed requests count against the error budget
     while len(values) < max_n:
         got = draw()
@@ -146,6 +146,19 @@ def _look(gate: Gate, data: Samples, thresholds: Thresholds | None, c_fail: floa
         if v_pass.outcome == "pass":
             return v_pass, True
     return verdict, False
+
+
+def _failed_fraction(draw: Callable[[], Any], gate: Gate) -> Callable[[], Any]:
+    """``draw`` whose runs become their failed fraction (a Proportion) for an ``error_rate`` gate,
+    else ``draw`` itself."""
+    if not counts_requests(gate):
+        return draw
+
+    def wrapped() -> Any:
+        got = draw()
+        return got.perfgate_data(gate.metric) if isinstance(got, RequestRun) else got
+
+    return wrapped
 
 
 def _proportions(

@@ -7,6 +7,7 @@ No pytest import: the plugin passes collaborators in. Verdicts travel as JSON st
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -265,13 +266,19 @@ class Perfgate:
 
     def check_all(self, data: Any = None) -> list[Verdict]:
         """Evaluate every gate of the test's ``@pytest.mark.gate`` on ``data`` (comparison gates on
-        the runs their ``runs = [...]`` name, after the others), then raise for the first failure
-        (else the first inconclusive verdict)."""
+        the runs their ``runs = [...]`` name, after the others), then raise one failure naming every
+        failed gate, fails before errors (else every inconclusive verdict)."""
         if not self._bound:
             raise ValueError("check_all: this test has no @pytest.mark.gate(...)")
         order = sorted(self._bound, key=lambda n: bool(self.gate(n).compare))
         verdicts = [self.evaluate(None if self.gate(n).compare else data, n) for n in order]
-        for v in sorted(verdicts, key=lambda v: v.outcome not in ("fail", "error")):
+        failed = sorted((v for v in verdicts if v.outcome in ("fail", "error")), key=lambda v: v.outcome != "fail")
+        if failed:
+            raise GateFailure(*failed)
+        unsure = [v for v in verdicts if v.outcome == "inconclusive"]
+        if unsure and self._state.inconclusive == "fail":
+            raise GateInconclusive(*unsure)
+        for v in unsure:
             self.raise_for(v)
         return verdicts
 
@@ -364,6 +371,7 @@ def verdict_properties(v: Verdict, engines: Sequence[Mapping[str, Any]],
     test's user properties that carry it (they survive pytest-xdist)."""
     d = v.to_dict()
     d.update(extras)
+    d["recorded_at"] = round(time.time(), 6)  # the gate's own time in gates.xml (recorder.own_times)
     props: list[tuple[str, object]] = []
     if engines:
         d["engines"] = [str(e.get("name", e.get("model", "?"))) for e in engines]

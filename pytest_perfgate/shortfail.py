@@ -21,8 +21,12 @@ def message(exc: BaseException, short: bool, fail_msg: str | None) -> tuple[list
     """(lines, crash headline) of a failure shown as its message alone, or None for any other
     failure. ``short``: the test was marked to fail with a message; ``fail_msg``: the message of a
     ``pytest.fail`` exception (None for other exceptions)."""
+    cap = MAX_FAILURE_LINES
     if isinstance(exc, GateFailure):
         text, head = str(exc), headline(exc.verdict)
+        cap *= len(exc.verdicts)  # every failing gate's sentence (check_all), each in a few lines
+        if len(exc.verdicts) > 1:
+            head += f" (and {len(exc.verdicts) - 1} more failing gate(s))"
     elif short or is_engine_error(exc):
         text = (fail_msg if fail_msg is not None else str(exc)).strip()
         head = text.splitlines()[0] if text else type(exc).__name__
@@ -31,6 +35,6 @@ def message(exc: BaseException, short: bool, fail_msg: str | None) -> tuple[list
     else:
         return None
     lines = text.splitlines()
-    if len(lines) > MAX_FAILURE_LINES and not engine_tail(lines):
-        lines = [*lines[: MAX_FAILURE_LINES - 1], f"... ({len(lines) - MAX_FAILURE_LINES + 1} more lines)"]
+    if len(lines) > cap and not engine_tail(lines):
+        lines = [*lines[: cap - 1], f"... ({len(lines) - cap + 1} more lines)"]
     return lines, head

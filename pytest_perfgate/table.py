@@ -61,7 +61,24 @@ def gate_table(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> lis
     if len(keep) < len(COLUMNS):
         lines.append("(" + ", ".join(c for i, c in enumerate(COLUMNS) if i not in keep)
                      + " left out to fit; full table in summary.md)")
-    errors = [v for v in vs if v.get("outcome") == "error"]
-    for v in errors:
-        lines.append(_shorten(f"error {v['gate']}: {v.get('note', '')}", width))
-    return [ln[:width] for ln in lines]
+    return [ln[:width] for ln in lines] + error_notes(vs, width)
+
+
+def error_notes(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> list[str]:
+    """``error ttft_p95, itl_p99: 12/24 requests failed (12 x HTTP 422 from URL: reason)...``: the
+    causes of the errored gates, once per distinct note, and why a gate that met its target failed
+    (``regressed g: ... REGRESSED beyond ...``); wrapped, never cut (the reason is the point)."""
+    import textwrap
+
+    by_note: dict[tuple[str, str], list[str]] = {}
+    for v in verdicts:
+        details = v.get("details")
+        regressed = isinstance(details, Mapping) and details.get("target_met") == 1.0 and v.get("outcome") == "fail"
+        if v.get("outcome") == "error" or regressed:  # a fail on its target alone reads in its row
+            by_note.setdefault(("error" if v.get("outcome") == "error" else "regressed", str(v.get("note", ""))),
+                               []).append(str(v["gate"]))
+    out: list[str] = []
+    for (kind, note), gates in by_note.items():
+        out += textwrap.wrap(f"{kind} {', '.join(dict.fromkeys(gates))}: {note}", width, subsequent_indent="    ",
+                             break_on_hyphens=False)
+    return out

@@ -199,8 +199,10 @@ def outcome_text(v: Mapping[str, Any]) -> str:
 
 def bounds_cell(v: Mapping[str, Any]) -> str:
     """The bounds in a narrow table cell: ``190 ms - 230 ms (n=500)``, ``single``, ``too few samples``."""
-    if v.get("outcome") == "error":
-        return "error (see notes)"
+    if v.get("outcome") == "error":  # failed requests beyond the budget: their count (the causes in the notes)
+        n, details = number(v.get("n")), v.get("details")
+        failed = sum(x for x in details.values() if isinstance(x, (int, float))) if isinstance(details, Mapping) else 0
+        return f"{int(failed)}/{int(n)} failed (see notes)" if n and failed else "error (see notes)"
     if v.get("method") == "single":
         return "single"
     if v.get("lower") is None and v.get("upper") is None:

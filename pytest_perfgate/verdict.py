@@ -16,6 +16,7 @@ from typing import Any
 from . import stats, text
 from .comparison import evaluate_compare
 from .config import Fallback, Gate, Thresholds
+from .metrics import REQUESTS, lookup
 from .rules import (
     check_dimension,
     data_dimension,
@@ -64,27 +65,21 @@ class Verdict:
 
     @classmethod
     def error(cls, gate: Gate, cause: str, *, confidence: float, requests: RequestCounts | None = None,
-              fallback_info: tuple[Fallback, ...] = ()) -> Verdict:
+              fallback_info: tuple[Fallback, ...] = (), observed: float = math.nan, unit: str = "") -> Verdict:
         """The one constructor of an "error" verdict: ``gate`` was not evaluated, ``cause`` says why.
 
-        With ``requests`` (failed requests beyond the error budget) its numbers are the failed
-        fraction with Clopper-Pearson bounds and the counts by cause; else nothing was measured.
-        An error triggers no fallback plan (it is not a performance result)."""
-        nums: dict[str, Any]
-        if requests is not None:
-            total = requests.measured
-            b = (stats.clopper_pearson(requests.failed, total, confidence) if total
-                 else stats.Bounds(math.nan, 0.0, 1.0, "clopper-pearson"))
-            nums = dict(observed=b.observed, lower=b.lower, upper=b.upper, n=total, method="clopper-pearson",
-                        unit="%", details={k: float(v) for k, v in requests.causes.items()})
-        else:
-            nums = dict(observed=math.nan, lower=math.nan, upper=math.nan, n=0, method="none",
-                        unit=unmeasured_unit(gate), details={})
+        Its numbers stay in the gate's own unit and threshold (a dashboard never sees a TTFT row in
+        %): ``observed`` is the statistic over the requests that succeeded (NaN when none did), not
+        gated; ``requests`` (failed requests beyond the error budget) gives ``n`` (requests measured)
+        and the counts by cause in ``details``. An error triggers no fallback plan."""
         return cls(gate=gate.name, phase=gate.phase, outcome="error", metric=gate.metric,
                    statistic=gate.statistic.text, confidence=confidence, direction=gate.direction,
                    threshold=gate.threshold.base if gate.threshold else None,
                    baseline=gate.baseline.base if gate.baseline else None, fallbacks=gate.fallbacks,
-                   fallback_info=fallback_info, compare=gate.compare, note=cause, **nums)
+                   fallback_info=fallback_info, compare=gate.compare, note=cause, observed=observed,
+                   lower=math.nan, upper=math.nan, n=requests.measured if requests is not None else 0,
+                   method="none", unit=unit or unmeasured_unit(gate),
+                   details={k: float(v) for k, v in requests.causes.items()} if requests is not None else {})
 
     def floor_text(self) -> str:
         """``floor 152 ms; threshold 0.98x floor; MFU 52%`` or "" when no floor is known."""
@@ -125,13 +120,20 @@ class Verdict:
         return rel if self.direction != "min" else -rel
 
     def ci_text(self) -> str:
+        if self.outcome == "error":
+            failed = int(sum(self.details.values()))
+            return f"not evaluated: {failed}/{self.n} requests failed" if self.n else "not evaluated"
         unbounded = math.isinf(self.lower) and math.isinf(self.upper)
         return text.ci_label(self.method, self.confidence, self.fmt(self.lower), self.fmt(self.upper), self.n, unbounded)
 
     def summary(self) -> str:
         """One line: ``gate X: ttft p99 = 212 ms (95% CI ..., n=500) > max 150 ms (baseline 320 ms)``."""
         if self.outcome == "error":
-            return f"gate {self.gate}: ERROR: {self.metric} not evaluated: {self.note}"
+            line = f"gate {self.gate}: ERROR: {self.metric} not evaluated: {self.note}"
+            if math.isfinite(self.observed):  # failed requests beyond the budget; the others measured
+                line += (f"; {text.metric_label(self.metric, self.statistic)} of the requests that succeeded: "
+                         f"{self.fmt(self.observed)} (not gated)")
+            return line
         what = text.metric_label(self.metric, self.statistic, self.compare)
         line = f"gate {self.gate}: {what} = {self.fmt(self.observed)} ({self.ci_text()})"
         if self.direction is not None and self.threshold is not None:
@@ -224,7 +226,17 @@ def evaluate(
     else:
         d = as_data(data, gate.metric, label=gate.name)
         v = _evaluate_single(gate, d, c)
+        counts = request_counts(data)
+        if counts is not None and counts.failed and counts_requests(gate):  # the error-rate gate names the causes
+            v["note"] = "; ".join(x for x in (v["note"], counts.listed(3)) if x)
     return _finish(gate, v, _fallback_info(gate, thresholds))
+
+
+def counts_requests(gate: Gate) -> bool:
+    """A gate on the failed fraction itself (``error_rate``): decided like any proportion gate
+    (Clopper-Pearson bounds against its max), never an "error" for the failures it measures."""
+    m = lookup(gate.metric)
+    return m is not None and m.source == REQUESTS and not gate.compare
 
 
 def _fallback_info(gate: Gate, thresholds: Thresholds | None) -> tuple[Fallback, ...]:
@@ -246,7 +258,9 @@ def error_verdict(gate: Gate, data: Any, thresholds: Thresholds | None, c: float
     default 0), else None.
 
     Never a pass on no data: a run where every request failed (or none was sent) is an error,
-    whatever the metric; its note lists the causes with counts."""
+    whatever the metric; its note lists the causes with counts, the server's reason and the URL.
+    A gate on ``error_rate`` itself is decided on the failures (:func:`counts_requests`): an error
+    only when no request was sent."""
     allowed = gate.max_error_rate if gate.max_error_rate is not None else (
         thresholds.settings.max_error_rate if thresholds else 0.0)
     parts = data if gate.compare and isinstance(data, (tuple, list)) else (data,)
@@ -255,12 +269,26 @@ def error_verdict(gate: Gate, data: Any, thresholds: Thresholds | None, c: float
         if counts is None:
             continue
         failed, total = counts.failed, counts.measured
-        if total and failed / total <= allowed:
+        if total and (failed / total <= allowed or counts_requests(gate)):
             continue
         which = f"{gate.runs[i]} run: " if gate.compare and i < len(gate.runs) else ""
-        note = f"{which}{failed}/{total} requests failed ({counts.listed() or 'no request was sent'}); error budget {allowed:.0%}"
-        return Verdict.error(gate, note, confidence=c, requests=counts, fallback_info=_fallback_info(gate, thresholds))
+        note = f"{which}{failed}/{total} requests failed ({counts.listed(3) or 'no request was sent'}); error budget {allowed:.0%}"
+        observed, shown = _on_successful(gate, part, c) if not gate.compare else (math.nan, "")
+        return Verdict.error(gate, note, confidence=c, requests=counts, observed=observed, unit=shown,
+                             fallback_info=_fallback_info(gate, thresholds))
     return None
+
+
+def _on_successful(gate: Gate, data: Any, c: float) -> tuple[float, str]:
+    """The gate's statistic over a run's successful requests and its display unit, (NaN, "") when
+    it can't be computed (none succeeded, too few for the statistic)."""
+    if isinstance(data, RequestCounts):
+        return math.nan, ""
+    try:
+        v = _evaluate_single(gate, as_data(data, gate.metric, label=gate.name), c)
+    except (SampleError, ValueError, TypeError):
+        return math.nan, ""
+    return float(v["observed"]), str(v["unit"])
 
 
 def _finish(gate: Gate, v: dict[str, Any], fb_info: tuple[Fallback, ...]) -> Verdict:

@@ -27,6 +27,53 @@ def error_cause(error: str) -> str:
     return error.split(": ", 1)[0]
 
 
+_API_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+_REASON_LIMIT = 160
+_ADDRESS_ONLY = ("connection refused", "cannot connect")  # their detail is the address and errno
+
+
+def server_reason(body: str) -> str:
+    """What a server said in an error body: the ``message``/``detail`` of a JSON error (OpenAI's
+    ``{"error": {"message": ...}}``, FastAPI's ``{"detail": ...}``), else the text itself."""
+    import json
+
+    text = body.strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    for _ in range(3):  # {"error": {"message": ...}}, {"error": "..."}, {"detail": [...]}
+        if not isinstance(doc, dict):
+            break
+        inner = next((doc[k] for k in ("error", "message", "detail", "msg") if k in doc), None)
+        if isinstance(inner, str):
+            text = inner
+            break
+        if isinstance(inner, list) and inner:
+            text = "; ".join(str(x.get("msg", x) if isinstance(x, dict) else x) for x in inner[:3])
+            break
+        doc = inner
+    text = " ".join(text.split())
+    return text if len(text) <= _REASON_LIMIT else text[:_REASON_LIMIT] + "..."
+
+
+def request_url(info: Mapping[str, Any]) -> str:
+    """The URL an engine's requests go to (``base_url`` + the endpoint of its ``api``), "" when unknown."""
+    base = str(info.get("base_url") or "").rstrip("/")
+    return base + _API_PATHS.get(str(info.get("api") or "completions"), "") if base else ""
+
+
+def describe_error(error: str, url: str) -> str:
+    """The words after ``N x CAUSE`` in a list of causes: `` from URL: server's reason`` for an HTTP
+    status, `` (URL): detail`` for the others (no detail for a refused connection: its URL says it)."""
+    cause, _, detail = error.partition(": ")
+    if cause.startswith("HTTP "):
+        reason = server_reason(detail)
+        return (f" from {url}" if url else "") + (f": {reason}" if reason else "")
+    detail = "" if cause in _ADDRESS_ONLY else " ".join(detail.split())[:_REASON_LIMIT]
+    return (f" ({url})" if url else "") + (f": {detail}" if detail else "")
+
+
 @dataclass
 class RunResult:
     """Records of one run with the counters around it. Implements ``MetricSource``."""
@@ -59,7 +106,13 @@ class RunResult:
 
     def request_counts(self) -> RequestCounts:
         """Measured, successful and failed requests (``samples.RequestRun``: a gate's error budget)."""
-        return RequestCounts(len(self.measured), len(self.successful), dict(self.errors()))
+        reasons: dict[str, str] = {}
+        url = request_url(self.engine_info)
+        for r in self.measured:
+            if r.error is not None and error_cause(r.error) not in reasons:
+                reasons[error_cause(r.error)] = describe_error(r.error, url)
+        return RequestCounts(len(self.measured), len(self.successful), dict(self.errors()),
+                             {k: v for k, v in reasons.items() if v})
 
     def _why_empty(self) -> str:
         n = len(self.measured)
@@ -67,7 +120,7 @@ class RunResult:
             return "no measured requests (nothing was sent)"
         errs = self.errors()
         if errs:
-            return "no successful requests: " + ", ".join(f"{c} x {cause}" for cause, c in errs.most_common())
+            return "no successful requests: " + self.request_counts().listed(3)
         return f"no successful requests among {n}"
 
     def _sequential(self) -> bool:

@@ -123,7 +123,11 @@ class _Run:
     async def run(self) -> RunResult:
         cfg = self.config
         # warm-up records take indices -1, -2, ...
+        warming = getattr(self.progress, "warmup", None)  # progress.progress_printer's warm-up lines
+        t_warm = clock()
         for w in range(cfg.warmup):
+            if warming is not None:
+                warming(w, cfg.warmup, (clock() - t_warm) / 1e9)
             await self._one(-(w + 1), None, warmup=True)
         before = await self._counters()
         self.start_ns = clock()

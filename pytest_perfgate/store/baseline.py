@@ -96,13 +96,14 @@ def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
         f"not a run id in {db}, and not a git ref")
 
 
-def find(ref: BaselineRef, gate: str, exclude_run: str | None = None) -> dict[str, Any] | None:
-    """The latest stored verdict row of ``gate`` under ``ref`` that has data (not an error)."""
+def find(ref: BaselineRef, gate: str, exclude_run: str | None = None, *, errors: bool = False) -> dict[str, Any] | None:
+    """The latest stored verdict row of ``gate`` under ``ref`` that has data (not an error, unless
+    ``errors``: ``perfgate evaluate`` reaches the data of an errored gate too)."""
     if not ref.db.exists():
         return None
     rows = history.verdicts(ref.db, run_id=ref.run_id, gate=gate, commit=ref.commit)
     for row in reversed(rows):
-        if row["run_id"] != exclude_run and row["samples"] and row["outcome"] != "error":
+        if row["run_id"] != exclude_run and row["samples"] and (errors or row["outcome"] != "error"):
             return dict(row)
     return None
 
@@ -121,6 +122,7 @@ class Comparison:
     tolerance: float | None
     regressed: bool  # beyond the tolerance (or beyond 0 when no tolerance), at the confidence
     text: str
+    inconclusive: bool = False  # worse, and the bounds can neither show nor rule out a regression
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
@@ -141,26 +143,42 @@ def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thres
     if not (vb.observed > 0 and math.isfinite(vb.observed) and math.isfinite(vc.observed)):
         return None
     change = vc.observed / vb.observed - 1
-    if sib:
-        bound = vc.lower / vb.upper if vb.upper > 0 and math.isfinite(vb.upper) and math.isfinite(vc.lower) else -math.inf
-        regressed = bound > 1 + (tol or 0.0)
-    else:
-        bound = vc.upper / vb.lower if vb.lower > 0 and math.isfinite(vc.upper) else math.inf
-        regressed = bound < 1 - (tol or 0.0)
+    bound, other = _ratio_bounds(vc, vb, sib)  # the bound that shows a regression, the one that rules it out
+    limit = 1 + (tol or 0.0) if sib else 1 - (tol or 0.0)
+    regressed = bound > limit if sib else bound < limit
+    ruled_out = other <= limit if sib else other >= limit
     worse = change > 0 if sib else change < 0
     pct = f"{abs(change) * 100:.1f}% {'worse' if worse else 'better'}" if abs(change) >= 5e-4 else "unchanged"
     what = f"{vc.metric} {vc.statistic}"
     rel = ">=" if sib else "<="
     bound_txt = f"ratio {rel} {bound:.3f} at {confidence:.0%}" if math.isfinite(bound) else "ratio bound: too few samples"
-    if tol is not None:
-        verdict = (f"REGRESSED beyond the {tol:.0%} regression tolerance" if regressed
-                   else f"within the {tol:.0%} regression tolerance")
+    inconclusive = not regressed and not ruled_out and (worse or tol is not None)
+    if regressed:
+        verdict = (f"REGRESSED beyond the {tol:.0%} regression tolerance" if tol is not None
+                   else "worse than the baseline (no regression tolerance set)")
+    elif inconclusive:  # worse by the point estimates, but the bounds cannot tell at this n
+        beyond = f"beyond the {tol:.0%} regression tolerance" if tol is not None else ""
+        verdict = (f"inconclusive: a regression {beyond} can neither be shown nor ruled out at this n "
+                   f"(ratio {'<=' if sib else '>='} {other:.3g}); more samples may decide").replace("  ", " ")
+    elif tol is not None:
+        verdict = f"within the {tol:.0%} regression tolerance"
     else:
-        verdict = "worse than the baseline (no regression tolerance set)" if regressed else "no regression shown"
+        verdict = "no regression shown"
     text = (f"vs baseline {baseline_label or baseline_run}: {what} {vc.fmt(vc.observed)} vs {vb.fmt(vb.observed)} "
             f"({pct}; {bound_txt}): {verdict}")
     return Comparison(gate.name, baseline_run, baseline_label, vc.observed, vb.observed, change, bound, sib,
-                      confidence, tol, regressed, text)
+                      confidence, tol, regressed, text, inconclusive)
+
+
+def _ratio_bounds(vc: Verdict, vb: Verdict, smaller_is_better: bool) -> tuple[float, float]:
+    """Bounds of current/baseline: (the one beyond which a regression is shown, the one within which
+    it is ruled out); infinite where a bound is missing (too few samples)."""
+    def ratio(num: float, den: float, missing: float) -> float:
+        return num / den if den > 0 and math.isfinite(den) and math.isfinite(num) else missing
+
+    if smaller_is_better:
+        return ratio(vc.lower, vb.upper, -math.inf), ratio(vc.upper, vb.lower, math.inf)
+    return ratio(vc.upper, vb.lower, math.inf), ratio(vc.lower, vb.upper, -math.inf)
 
 
 def apply(v: Verdict, cmp: Comparison, gate: Gate) -> Verdict:

@@ -159,8 +159,11 @@ def _change_text(v: Mapping[str, Any]) -> str:
     sib = bool(base.get("smaller_is_better", True))
     worse = ch > 0 if sib else ch < 0
     text = f"{ch * 100:+.1f}% ({'worse' if worse else 'better'})"
-    if base.get("regressed"):
-        text += " regressed"
+    tol = number(base.get("tolerance"))
+    if base.get("regressed") and tol is not None:  # "regressed" only against the gate's own regression tolerance
+        text += f" regressed beyond {tol * 100:.0f}%"
+    elif base.get("inconclusive") and tol is not None:
+        text += f" (a regression beyond {tol * 100:.0f}% can't be shown or ruled out at this n)"
     return text
 
 
@@ -179,13 +182,15 @@ def _gate_table(doc: Mapping[str, Any], entry: Mapping[str, Any], index: int) ->
             f"<code>{_e(f)}</code>" + (" <strong>triggered</strong>" if failed else "") for f in common.strings(v.get("fallbacks"))
         )
         test = f'<div class="summary">{_e(v.get("test"))}</div>' if v.get("test") else ""
+        bounds = (_e(tx.bounds_cell(v)) if v.get("outcome") == "error" else  # not evaluated: no bounds
+                  f'{_e(tx.shown(v, "lower"))} &ndash; {_e(tx.shown(v, "upper"))}'
+                  f'<div class="summary">n={_e(v.get("n"))}, {_e(v.get("method"))}</div>')
         rows.append(
             "<tr>"
             f'<td><a href="#{_gate_id(index, name)}"><strong>{_e(name)}</strong></a>{test}</td>'
             f"<td>{_e(tx.metric_text(v))}</td>"
             f'<td class="num">{_e(tx.shown(v, "observed"))}</td>'
-            f'<td class="num">{_e(tx.shown(v, "lower"))} &ndash; {_e(tx.shown(v, "upper"))}'
-            f'<div class="summary">n={_e(v.get("n"))}, {_e(v.get("method"))}</div></td>'
+            f'<td class="num">{bounds}</td>'
             f'<td class="num">{_e(tx.threshold_text(v))}</td>'
             f"<td>{_e(tx.baseline_text(v)) or '-'}</td>"
             f'<td class="num">{_e(_change_text(v))}</td>'

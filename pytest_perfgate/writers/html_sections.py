@@ -244,6 +244,14 @@ def runs_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) ->
     )
 
 
+def run_label(row: Mapping[str, Any]) -> str:
+    """``12-01 21:10 ab12cd3``: a stored run on a trend chart's x axis (its start, its commit)."""
+    when = str(row.get("started") or row.get("time") or "")
+    when = when[5:16].replace("T", " ") if len(when) >= 16 else when
+    commit = str(row.get("git_commit") or "")[:7]
+    return " ".join(x for x in (when, commit) if x) or str(row.get("run_id", ""))[:15]
+
+
 def trend_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) -> str:
     from . import plots
 
@@ -257,7 +265,7 @@ def trend_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) -
         pts = [(r["observed"] / factor, _num_or_none(r["lower"], factor), _num_or_none(r["upper"], factor)) for r in rows]
         try:
             fig = plots.trend(pts, unit_name, threshold=_num_or_none(last.get("threshold"), factor),
-                              outcomes=[r["outcome"] for r in rows])
+                              outcomes=[r["outcome"] for r in rows], labels=[run_label(r) for r in rows])
         except Exception as e:  # never fatal
             fig = f'<div class="summary">plot failed: {_e(type(e).__name__)}: {_e(e)}</div>'
         cards.append(f'<div class="card none"><h4>{_e(g)}</h4><div class="summary">{len(rows)} stored runs, '

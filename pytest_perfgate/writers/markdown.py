@@ -142,7 +142,7 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
     rows = []
     for phase, entry in selected:
         vs = verdicts_of(entry)
-        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("pass", "fail", "inconclusive", "recorded")}
+        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("pass", "fail", "error", "inconclusive", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
         rows.append([md(phase, cell=True), md(entry.get("title"), cell=True), md(phase_label(entry.get("outcome")), cell=True), gates])
     out += _table(["phase", "title", "outcome", "gates"], rows)

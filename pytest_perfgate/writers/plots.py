@@ -145,8 +145,9 @@ def over_time(ttft: tuple[Sequence[float], Sequence[float]], itl: tuple[Sequence
 
 
 def trend(points: Sequence[tuple[float, float | None, float | None]], unit: str, *,
-          threshold: float | None = None, outcomes: Sequence[str] = ()) -> str:
-    """A gate's statistic over the stored runs (oldest first) with its bounds and the threshold."""
+          threshold: float | None = None, outcomes: Sequence[str] = (), labels: Sequence[str] = ()) -> str:
+    """A gate's statistic over the stored runs (oldest first) with its bounds and the threshold;
+    ``labels`` (one per point: date and commit) name the runs on the x axis."""
     import numpy as np
 
     plt = _plt()
@@ -161,7 +162,14 @@ def trend(points: Sequence[tuple[float, float | None, float | None]], unit: str,
     ax.scatter(x, obs, c=colors, s=14, zorder=3)
     if threshold is not None:
         ax.axhline(threshold, color=RED, lw=1.5, label="threshold")
-    ax.set_xlabel("stored run (oldest first)")
+    if len(labels) == len(points) and labels:
+        step = max(1, -(-len(points) // 8))  # at most 8 labelled runs, the newest always
+        ticks = sorted({*range(len(points) - 1, -1, -step)})
+        ax.set_xticks([int(x[i]) for i in ticks], [_safe(labels[i]) for i in ticks], fontsize=6, rotation=30, ha="right")
+        ax.set_xlabel("run (date, commit), oldest first")
+    else:
+        ax.set_xticks([int(v) for v in x])
+        ax.set_xlabel("stored run (oldest first)")
     ax.set_ylabel(_safe(unit) or "value")
     ax.legend(fontsize=7, loc="best")
     return _svg(fig)

@@ -49,7 +49,7 @@ def test_draws_of_failed_runs_end_in_an_error_verdict(th: Thresholds) -> None:
 
     r = sample_until_decided(draw, th.gate("long_context_ttft"), max_samples=400, thresholds=th)
     assert r.stopped_by == "errors" and r.verdict.outcome == "error" and len(calls) == 1
-    assert "1/1 requests failed (1 x HTTP 503)" in r.verdict.summary()
+    assert "1/1 requests failed (1 x HTTP 503: overloaded)" in r.verdict.summary()  # the server's reason
 
 
 def test_draws_of_good_runs_are_sampled(th: Thresholds) -> None:
