@@ -75,8 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # the plugin groups a phase's tests with xdist_group; without xdist the marker is inert but
         # must still be known (--strict-markers, -W error::pytest.PytestUnknownMarkWarning)
         config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup group (inert without xdist)")
-    pc = startup.PluginConfig.resolve(config.option, config.getini, config.invocation_params.dir, config.rootpath,
-                                       config.inipath)
+    pc = startup.PluginConfig.resolve(config.option, config.getini, config.invocation_params.dir, config.rootpath, config.inipath)
     config.stash[CONF] = pc
     config.stash[STATE] = None
     _rank_setup(config)
