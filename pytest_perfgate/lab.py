@@ -121,9 +121,16 @@ class Engines:
         """Send ``count`` requests of their own to engine ``engine`` (started if needed), not kept:
         the first measured request then finds the engine warm, and no measured prompt in its
         prefix cache."""
+        import time
+
         from .load.prompts import warmup_prompts
 
-        self.run(engine, warmup_prompts([], count, self.tokenizer(engine)))
+        prompts = warmup_prompts([], count, self.tokenizer(engine))
+        t0 = time.monotonic()
+        self._logged.say(f"perfgate: [{engine}] warm-up: {count} request(s), not measured")
+        run = self.run(engine, prompts)
+        self._logged.say(f"perfgate: [{engine}] warm-up done: {len(run.successful)}/{len(run.measured)} answered "
+                         f"in {time.monotonic() - t0:.1f} s")
 
     @staticmethod
     def gpus() -> int:

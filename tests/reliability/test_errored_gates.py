@@ -212,3 +212,26 @@ timeout = 60
     finally:
         eng.stop()  # copes with a dead server
     check_outputs(pytester, r, str(eng.base_url))
+
+
+def test_warm_up_says_what_it_does(pytester: pytest.Pytester) -> None:
+    """``perfgate_engines.warm_up`` is not silence: a line as it starts, one when it is done."""
+    from pytest_perfgate.calib import Script, ScriptedServer
+    from pytest_perfgate.models.make import make_models
+
+    with ScriptedServer(Script(ttft=0.001, itl=0.001)) as srv:
+        pytester.makefile(".toml", thresholds=SLO_GATES + f"""
+[engines.srv]
+kind = "openai"
+base_url = "{srv.base_url}"
+model = "scripted"
+tokenizer = "{make_models().tokenizer}"
+""")
+        pytester.makepyfile(test_warm="""
+            def test_warm(perfgate_engines):
+                perfgate_engines.warm_up("srv", 2)
+        """)
+        r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", "-s")
+    r.assert_outcomes(passed=1)
+    r.stdout.fnmatch_lines(["*perfgate: [[]srv[]] warm-up: 2 request(s), not measured*",
+                            "*perfgate: [[]srv[]] warm-up done: 2/2 answered in * s*"])
