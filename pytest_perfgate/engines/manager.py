@@ -35,8 +35,7 @@ EMBEDDED_BASELINE: dict[str, Any] = {
     "model": "embedded:target",
     "dtype": "float32",
     "max_model_len": 8448,
-    "max_num_batched_tokens": 8448,
-    "gpu_memory_utilization": 0.3,
+    "max_num_batched_tokens": 8448,  # no gpu_memory_utilization: the device's own default (vllm_inproc.embedded_start)
     "enable_prefix_caching": True,
     "seed": 0,
 }

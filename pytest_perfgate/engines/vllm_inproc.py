@@ -51,6 +51,8 @@ EMBEDDED_CPU_OPTIONS: dict[str, Any] = {
     # interpreter start of torch + vLLM less per engine: baseline start 46 -> 33 s on the idle 2-core
     # runner; with the fork server below 21 s, and 5 s for the next engine of the session)
     "distributed_executor_backend": "uni",
+    # vLLM's CPU worker reserves this share of the machine's memory (refusing to start when less is free)
+    "gpu_memory_utilization": 0.3,
 }
 EMBEDDED_CUDA_OPTIONS: dict[str, Any] = {
     "enforce_eager": True,  # no CUDA-graph capture for a 3M-parameter model

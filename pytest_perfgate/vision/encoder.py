@@ -182,6 +182,33 @@ def _train(data: Any, p: Mapping[str, Any], out: Path) -> dict[str, Any]:
             "zero_shot_eval_accuracy": {k: round(v, 4) for k, v in acc.items()}}
 
 
+SIGLIP_MEAN = SIGLIP_STD = (0.5, 0.5, 0.5)  # SigLIP preprocessor_config.json
+
+
+RGB = tuple[float, float, float]
+
+
+def normalisation(source: str, kind: str) -> tuple[RGB, RGB]:
+    """(image_mean, image_std) of a tower: its preprocessor_config.json (a local directory, or a hub
+    id's file through transformers' cache), else its family's: SigLIP normalises to [-1, 1] with
+    0.5 / 0.5, not CLIP's statistics (which a hub id's SigLIP tower once got)."""
+    pre: Path | None = Path(source) / "preprocessor_config.json"
+    if pre is None or not pre.is_file():
+        try:
+            from transformers.utils import hub
+
+            found = hub.cached_file(source, "preprocessor_config.json", _raise_exceptions_for_missing_entries=False)
+            pre = Path(found) if found else None
+        except Exception:  # offline, no such repo: the family's defaults below
+            pre = None
+    default: tuple[RGB, RGB] = (SIGLIP_MEAN, SIGLIP_STD) if kind.startswith("siglip") else (CLIP_MEAN, CLIP_STD)
+    if pre is None or not pre.is_file():
+        return default
+    d = json.loads(pre.read_text())
+    m, s = d.get("image_mean", default[0]), d.get("image_std", default[1])
+    return (float(m[0]), float(m[1]), float(m[2])), (float(s[0]), float(s[1]), float(s[2]))
+
+
 def load_encoder(source: str, dtype: str = "float32", device: str = "cpu") -> Encoder:
     """Load a vision tower from a local directory or a Hugging Face id (CLIP or SigLIP)."""
     import torch
@@ -203,11 +230,7 @@ def load_encoder(source: str, dtype: str = "float32", device: str = "cpu") -> En
         raise ValueError(f"vision encoder {source!r}: model_type {kind!r} is not a CLIP or SigLIP vision tower")
     model = cls.from_pretrained(source, dtype=getattr(torch, dtype)).to(device).eval()
     vcfg = getattr(cfg, "vision_config", cfg)
-    mean, std = CLIP_MEAN, CLIP_STD
-    pre = Path(source) / "preprocessor_config.json"
-    if pre.is_file():
-        d = json.loads(pre.read_text())
-        mean, std = tuple(d.get("image_mean", mean)), tuple(d.get("image_std", std))
+    mean, std = normalisation(source, kind)
     info: dict[str, Any] = {"source": source, "model_type": kind, "class": cls.__name__,
                             "image_size": int(vcfg.image_size), "patch_size": int(vcfg.patch_size),
                             "hidden_size": int(vcfg.hidden_size), "layers": int(vcfg.num_hidden_layers)}

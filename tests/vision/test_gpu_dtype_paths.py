@@ -56,3 +56,13 @@ def test_phase2_on_a_gpu_gates_the_configured_path_not_the_cpu_one() -> None:
     gpu, cpu = params(p2, "cuda"), params(p2, "cpu")
     assert gpu["vision_quant"] == "int8-dynamic" and cpu["vision_quant"] == "torch-dynamic-int8"
     assert gpu["max_per_class"] == cpu["max_per_class"] == 100  # the embedded budgets still apply
+
+
+def test_a_siglip_tower_without_a_local_preprocessor_gets_siglips_normalisation(tmp_path: object,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 12: a SigLIP tower named by hub id got CLIP's mean/std."""
+    from pytest_perfgate.vision.encoder import CLIP_MEAN, normalisation
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert normalisation("google/siglip-no-such-tower", "siglip_vision_model") == ((0.5,) * 3, (0.5,) * 3)
+    assert normalisation("openai/clip-no-such-tower", "clip_vision_model")[0] == CLIP_MEAN
