@@ -57,7 +57,7 @@ def run(ns: argparse.Namespace) -> int:
         return 0
     if not installed("vllm"):
         print("preflight: not run: vLLM is not installed here (the engine configs are built with vLLM's own "
-              "classes; install pytest-perfgate[engine] on a CPU machine, pytest-perfgate[gpu] on a GPU one)", file=out)
+              "classes; install pytest-perfgate[cpu] on a CPU machine, pytest-perfgate[gpu] on a GPU one)", file=out)
         return 0
     report = preflight(th, _aliases(ns), embedded=cached_models())
     for line in report.lines():

@@ -193,7 +193,7 @@ def detect(probe: bool = True) -> Hardware | None:
     """This machine: the CUDA devices if any (known table, else None when unknown and ``probe`` is
     off), else the CPU's measured peak (cached per machine; ``probe=False`` -> cached only)."""
     cuda = False
-    if _nvidia_driver():
+    if _nvidia_driver() or _rocm_driver():  # ROCm's torch answers through torch.cuda too (torch.version.hip)
         try:
             import torch
 
@@ -206,7 +206,9 @@ def detect(probe: bool = True) -> Hardware | None:
         acc = lookup(name)
         if acc is None:
             return None
-        return from_accelerator(acc, count, f"detected {name!r} x{count}; {acc.source}")
+        hip = getattr(torch.version, "hip", None)
+        via = f" (ROCm {hip})" if hip else ""
+        return from_accelerator(acc, count, f"detected {name!r} x{count}{via}; {acc.source}")
     return cpu_hardware(run=probe)
 
 
@@ -219,3 +221,10 @@ def _nvidia_driver() -> bool:
         return gpus.is_dir() and any(gpus.iterdir())
     except OSError:
         return False
+
+
+def _rocm_driver() -> bool:
+    """An AMD GPU may be visible (the amdgpu kernel driver's /dev/kfd; no torch import)."""
+    if os.environ.get("HIP_VISIBLE_DEVICES", None) == "" or os.environ.get("ROCR_VISIBLE_DEVICES", None) == "":
+        return False
+    return os.path.exists("/dev/kfd")

@@ -52,7 +52,7 @@ def available(path: str, device: str) -> str | None:
     if path not in PATHS:
         return f"unknown quantization path {path!r} (paths: {', '.join(PATHS)})"
     if path in ("int8-weight-only", "int8-dynamic") and importlib.util.find_spec("torchao") is None and device != "cuda":
-        return "torchao is not installed (pip install 'pytest-perfgate[engine]')"
+        return "torchao is not installed (pip install 'pytest-perfgate[cpu]')"
     if path == "fp8":
         if device != "cuda" or not torch.cuda.is_available():
             return "FP8 needs a CUDA GPU with FP8 units (sm >= 8.9: Ada, Hopper, Blackwell)"

@@ -30,7 +30,7 @@ def test_phase1_ttft_gate_is_infeasible_for_the_72b_configuration() -> None:
     assert ttft.floor.value == pytest.approx(0.335, abs=0.002)  # 305 ms target + 30 ms 7B draft prefill
     assert ttft.multiple == pytest.approx(0.150 / ttft.floor.value)
     msg = ttft.message()
-    assert msg.startswith("gate long_context_ttft: infeasible on 4x H200: needs >= 9 GPUs or >= 57% prefix-cache hits")
+    assert msg.startswith("gate long_context_ttft: infeasible on 4x H200: needs >= 17 GPUs or >= 78% prefix-cache hits")
     assert "8,000-token prefill" in msg and "989.4 TFLOP/s" in msg
 
 
@@ -55,7 +55,7 @@ def test_perfgate_check_warns_and_strict_fails() -> None:
     engines = ["--engine", "baseline=qwen72b", "--engine", "speculative=qwen72b-spec", "--no-preflight"]
     p = _cli("check", *engines)
     assert p.returncode == 0, p.stderr
-    assert "gate long_context_ttft: infeasible on 4x H200: needs >= 9 GPUs or >= 57% prefix-cache hits" in p.stdout
+    assert "gate long_context_ttft: infeasible on 4x H200: needs >= 17 GPUs or >= 78% prefix-cache hits" in p.stdout
     strict = _cli("check", *engines, "--strict-feasibility")
     assert strict.returncode == 1 and "--strict-feasibility: failing" in strict.stdout
 
@@ -67,7 +67,7 @@ def test_pytest_header_warns_and_strict_is_a_usage_error(pytester: pytest.Pytest
     r = pytester.runpytest_inprocess(*args)
     assert r.ret == 0
     out = r.stdout.str()
-    assert "perfgate: gate long_context_ttft: infeasible on 4x H200: needs >= 9 GPUs" in out  # header
+    assert "perfgate: gate long_context_ttft: infeasible on 4x H200: needs >= 17 GPUs" in out  # header
     assert "PerfgateWarning: gate long_context_ttft: infeasible" in out  # warning summary
     s = pytester.runpytest_inprocess(*args, "--perfgate-strict-feasibility")
     assert s.ret == pytest.ExitCode.USAGE_ERROR

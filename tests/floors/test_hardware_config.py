@@ -110,3 +110,31 @@ def test_embedded_start_arguments_per_device() -> None:
     assert embedded_start({"model": "m"}, cuda=True)[0]["gpu_memory_utilization"] == 0.2
     assert embedded_start({"model": "m", "dtype": "float16"}, cuda=True)[0]["dtype"] == "float16"
     assert embedded_start({"model": "m", "enforce_eager": False}, cuda=False)[0]["enforce_eager"] is False
+
+
+def test_a_known_gpu_plans_with_the_measured_share_of_its_peak() -> None:
+    """Issue 26 item 10: expected_mfu defaulted to 1.0 although an H200 prefill measured 53%."""
+    from pytest_perfgate.roofline.config import MEASURED_GPU_MFU, parse_hardware
+
+    assert parse_hardware({"gpu": "H200", "count": 8})[1] == MEASURED_GPU_MFU == 0.53
+    assert parse_hardware({"gpu": "H200", "count": 8, "expected_mfu": 1.0})[1] == 1.0  # explicit wins
+    assert parse_hardware({"peak_tflops": {"bf16": 100}, "memory_tb_s": 1.0})[1] == 1.0  # not a measured GPU
+
+
+def test_nvl_parts_are_not_matched_as_sxm_and_rocm_devices_are_detected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26 item 10: H100/H200 NVL read as SXM (18% optimistic); MI300X never detected (NVIDIA-only check)."""
+    from pytest_perfgate.roofline import probe
+    from pytest_perfgate.roofline.hardware import lookup
+
+    assert lookup("NVIDIA H200 NVL").name == "H200-NVL" and lookup("NVIDIA H100 NVL").name == "H100-NVL"
+    assert lookup("NVIDIA H200").name == "H200" and lookup("NVIDIA H100 80GB HBM3").name == "H100"
+    assert lookup("NVIDIA H200").peak_flops["bf16"] / lookup("NVIDIA H200 NVL").peak_flops["bf16"] == pytest.approx(1.184, abs=1e-3)
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(probe, "_nvidia_driver", lambda: False)
+    monkeypatch.setattr(probe, "_rocm_driver", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "AMD Instinct MI300X")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133", raising=False)
+    hw = probe.detect(probe=False)
+    assert hw is not None and hw.describe() == "8x MI300X" and "(ROCm 6.2.41133)" in hw.source
