@@ -121,7 +121,7 @@ def _event(a: Answer, prefix: bytes, k: int, ntok: int, usage: bytes) -> bytes:
     if a.script.fault == "invalid_json" and k == a.script.cut_after:
         return b'data: {"id": "broken", "choices": [\n\n'
     text = orjson.dumps(" tok" * ntok)
-    finish = b'"length"' if k == len(a.tokens) - 1 else b"null"
+    finish = b'"length"' if k == len(a.tokens) - 1 and a.script.fault != "no_finish" else b"null"
     if a.chat:
         choice = b'{"index":0,"delta":{"content":%s},"logprobs":null,"finish_reason":%s}' % (text, finish)
     else:
@@ -135,7 +135,7 @@ async def _end(a: Answer, prefix: bytes, sent: int, include_usage: bool, writer:
     tail = b""
     if include_usage:
         tail += frame(b"data: " + prefix + b"]," + _usage(a.prompt_tokens, reported) + b"}\n\n")
-    if a.script.fault != "no_done":
+    if a.script.fault not in ("no_done", "no_finish"):
         tail += frame(b"data: [DONE]\n\n")
     a.truth["done_ns"] = time.perf_counter_ns()  # before the write: a fast client may read the ground truth at once
     writer.write(tail + b"0\r\n\r\n")

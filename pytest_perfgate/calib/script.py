@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-FAULTS = ("status", "hang", "hang_mid", "cut", "malformed", "invalid_json", "no_done", "empty", "wrong_usage")
+FAULTS = ("status", "hang", "hang_mid", "cut", "malformed", "invalid_json", "no_done", "empty", "wrong_usage",
+          "no_finish")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,12 @@ Fault modes (``fault``): ``"status"`` (answer ``status`` with ``body``), ``"hang
 ``"hang_mid"`` (stall after ``cut_after`` chunks), ``"cut"`` (close the connection after
 ``cut_after`` chunks), ``"malformed"`` (an event without a ``data:`` field), ``"invalid_json"``,
 ``"no_done"`` (end the body without ``[DONE]``), ``"empty"`` (200 and an empty stream),
-``"wrong_usage"`` (usage reports ``usage_delta`` more output tokens than were streamed).
+``"wrong_usage"`` (usage reports ``usage_delta`` more output tokens than were streamed),
+``"no_finish"`` (no ``finish_reason`` and no ``[DONE]``: a body that just ends).
+
+``strict=True`` (CLI ``--strict``) is a strict OpenAI-spec server (:mod:`.strict`): unknown fields
+(vLLM's extensions, ``perfgate``) and token-id prompts are 400s, streams end without ``[DONE]``,
+and only ``GET /v1/models`` is answered.
 
 Raw asyncio streams (no web framework) keep the write path short. Run it in a background
 thread (``ScriptedServer().start()`` returns the base URL, ``.stop()``) or as
@@ -44,6 +49,7 @@ import orjson
 from .answer import Answer, count_prompt, stream, whole
 from .counters import Counters
 from .script import Script
+from .strict import GET_PATHS, strict_error
 from .wire import Reply, head
 
 __all__ = ["Script", "ScriptedServer", "main"]
@@ -60,8 +66,10 @@ class ScriptedServer:
         port: int = 0,
         model: str = "scripted",
         api_key: str | None = None,
+        strict: bool = False,
     ) -> None:
         self.script = script or Script()
+        self.strict = strict
         self.host, self.port, self.model, self.api_key = host, port, model, api_key
         self.counters = Counters()
         self._truth: list[dict[str, Any]] = []
@@ -187,6 +195,8 @@ class ScriptedServer:
         writer: asyncio.StreamWriter,
     ) -> bool:
         try:
+            if self.strict and method == "GET" and path not in GET_PATHS:
+                raise Reply(404, orjson.dumps({"error": {"message": f"Invalid URL (GET {path})", "code": None}}))
             if method == "GET" and path == "/metrics":
                 raise Reply(200, self.counters.prometheus(self.model), b"text/plain; version=0.0.4")
             if method == "GET" and path == "/version":
@@ -213,8 +223,11 @@ class ScriptedServer:
     async def _generate(self, chat: bool, body: bytes, received_ns: int, writer: asyncio.StreamWriter) -> bool:
         try:
             req = orjson.loads(body)
-            script = self.script.with_overrides(req.get("perfgate") or {})
-        except (orjson.JSONDecodeError, ValueError, TypeError) as e:
+            rejected = strict_error(req, chat) if self.strict else None
+            if rejected is not None:
+                raise Reply(400, rejected)
+            script = self.script.with_overrides({"fault": "no_done"} if self.strict else req.get("perfgate") or {})
+        except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as e:
             raise Reply(400, orjson.dumps({"error": {"message": f"bad request: {e}", "code": 400}})) from None
         a = self._answer(chat, req, script, received_ns)
         if script.fault == "status":
@@ -255,11 +268,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--num-spec-tokens", type=int, default=0)
     p.add_argument("--model", default="scripted")
     p.add_argument("--precise", action="store_true", help="spin to hit each chunk's time within microseconds")
+    p.add_argument("--strict", action="store_true", help="a strict OpenAI-spec server (unknown fields are 400s, no [DONE])")
     args = p.parse_args(argv)
     server = ScriptedServer(
         Script(ttft=args.ttft, itl=args.itl, tokens_per_chunk=args.tokens_per_chunk,
                num_spec_tokens=args.num_spec_tokens, precise=args.precise),
-        host=args.host, port=args.port, model=args.model,
+        host=args.host, port=args.port, model=args.model, strict=args.strict,
     )
 
     async def run() -> None:

@@ -217,6 +217,7 @@ class VLLMServerEngine:
             "model": self.served_model_name(),
             "api": self.api,
             "tokenizer": str(self.args.get("tokenizer") or self.model),
+            "dialect": "vllm",  # our own vLLM server: no probe
         }
         if "request_timeout" in self.args:
             client_args["timeout"] = float(self.args["request_timeout"])

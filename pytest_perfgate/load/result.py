@@ -199,7 +199,7 @@ class RunResult:
         """A rate from counter deltas (``num`` of ``den``), per request where the engine gave
         per-request snapshots; a clear error when the counters are absent or did not move."""
         if p is None:
-            raise SampleError(f"{name}: no {what} ({num}, {den})")
+            raise SampleError(f"{name}: not available from this server: no {what} ({num}, {den})")
         if p.trials == 0:
             raise SampleError(f"{name}: {none} during the run")
         return m.per_request(p, self.counters_before, self.counters_after, self.request_counters, num, den)
@@ -207,7 +207,7 @@ class RunResult:
     def _from_counters(self, name: str) -> Samples | Proportion:
         b, a = self.counters_before, self.counters_after
         if not a:
-            raise SampleError(f"{name}: the engine exposes no counters (no /metrics)")
+            raise SampleError(f"{name}: not available from this server: the engine exposes no counters (no /metrics)")
         if name == "acceptance_rate":
             return self._counter_rate(name, m.acceptance(b, a), m.ACCEPTED, m.DRAFT_TOKENS,
                                       "speculative-decoding counters", "no draft tokens were proposed")

@@ -82,7 +82,7 @@ def test_without_continuous_usage_counts_chunks_then_trusts_usage(server: Script
         ({"fault": "cut", "cut_after": 2}, "connection closed mid-stream"),
         ({"fault": "malformed", "cut_after": 1}, "malformed SSE"),
         ({"fault": "invalid_json", "cut_after": 1}, "invalid JSON in SSE event"),
-        ({"fault": "no_done"}, "stream ended without [DONE]"),
+        ({"fault": "no_finish"}, "stream ended without [DONE] or a finish_reason"),
         ({"fault": "empty"}, "empty stream"),
         ({"fault": "wrong_usage"}, "usage disagrees: usage says 9 output tokens, stream carried 4"),
         ({"fault": "hang"}, "timeout"),
@@ -95,6 +95,15 @@ def test_faults_become_errors(engine: OpenAIEngine, fault: dict[str, object], ex
     rec = generate(engine, Request(prompt="x y", max_tokens=4, extra={"perfgate": script}))
     assert rec.error is not None and rec.error.startswith(expected), rec.error
     assert "\n" not in rec.error and len(rec.error) < 300
+
+
+def test_stream_without_done_but_with_finish_reason_is_complete(server: ScriptedServer, engine: OpenAIEngine) -> None:
+    """transformers serve sends no data: [DONE]: a finish_reason and the end of the body complete a stream."""
+    server.reset()
+    rec = generate(engine, Request(prompt="x y", max_tokens=5, extra={"perfgate": {"fault": "no_done", "ttft": 0.001}}))
+    assert rec.ok, rec.error
+    assert rec.output_tokens == 5 and rec.finish_reason == "length"
+    assert rec.end_ns == rec.chunk_ns[-1] or (rec.end_ns is not None and rec.end_ns >= rec.chunk_ns[-1])
 
 
 def test_connection_refused() -> None:

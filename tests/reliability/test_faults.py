@@ -39,9 +39,11 @@ def th() -> Thresholds:
     return parse_thresholds(tomllib.loads(TOML), Path("thresholds.toml"))
 
 
-def make_engine(url: str, timeout: float = 2.0, transport: str = "auto") -> Any:
-    eng = registry.create("e", "openai", {"base_url": url, "model": "scripted", "timeout": timeout, "transport": transport})
-    eng.start()
+def make_engine(url: str, timeout: float = 2.0, transport: str = "auto", start: bool = True, **args: Any) -> Any:
+    eng = registry.create("e", "openai", {"base_url": url, "model": "scripted", "timeout": timeout, "transport": transport,
+                                          **args})
+    if start:
+        eng.start()
     return eng
 
 
@@ -81,7 +83,7 @@ STREAM_FAULTS = [
     ({"fault": "malformed", "cut_after": 2}, "malformed SSE", 2),
     ({"fault": "invalid_json", "cut_after": 2}, "invalid JSON in SSE event", 2),
     ({"fault": "empty"}, "empty stream", 0),
-    ({"fault": "no_done"}, "stream ended without [DONE]", 8),
+    ({"fault": "no_finish"}, "stream ended without [DONE] or a finish_reason", 8),
     ({"fault": "wrong_usage", "usage_delta": 5}, "usage disagrees", 8),
     ({"fault": "hang"}, "timeout", 0),
     ({"fault": "hang_mid", "cut_after": 2}, "timeout", 2),
@@ -142,7 +144,9 @@ def test_bad_base_url_is_an_engine_error(url: str) -> None:
 def test_connection_faults(th: Thresholds, url: str, cause: str) -> None:
     if url == "refused":
         url = f"http://127.0.0.1:{closed_port()}"
-    eng = make_engine(url, timeout=5)
+    with pytest.raises(contract.EngineError, match=re.escape(f"nothing answered at {url} within 0.3 s: {cause}")):
+        make_engine(url, timeout=5, ready_timeout=0.3)  # not "ready": the start names the URL and the cause
+    eng = make_engine(url, timeout=5, start=False)  # the requests of an engine never started fail one by one
     try:
         t = time.monotonic()
         run = run_load(eng, [req()], LoadConfig(mode="concurrency", concurrency=2, num_requests=6))
@@ -168,7 +172,7 @@ def test_unparseable_base_url_is_an_engine_error_not_a_crash() -> None:
 
 def test_mixed_faults_run_continues_gate_lists_every_cause(scripted: ScriptedServer, th: Thresholds) -> None:
     reqs = [req(), req({"fault": "status", "status": 500}), req(), req({"fault": "cut", "cut_after": 1}),
-            req(), req({"fault": "no_done"})]
+            req(), req({"fault": "no_finish"})]
     eng = make_engine(scripted.base_url)
     try:
         run = run_load(eng, reqs, LoadConfig(mode="concurrency", concurrency=3, num_requests=12))
@@ -178,9 +182,10 @@ def test_mixed_faults_run_continues_gate_lists_every_cause(scripted: ScriptedSer
     v = evaluate(th.gate("ttft"), run, thresholds=th)
     assert v.outcome == "error"
     assert "6/12 requests failed (" in v.summary()
-    for part in ("2 x HTTP 500", "2 x connection closed mid-stream", "2 x stream ended without [DONE]"):
+    for part in ("2 x HTTP 500", "2 x connection closed mid-stream", "2 x stream ended without [DONE] or a finish_reason"):
         assert part in v.summary()
-    assert v.details == {"HTTP 500": 2.0, "connection closed mid-stream": 2.0, "stream ended without [DONE]": 2.0}
+    assert v.details == {"HTTP 500": 2.0, "connection closed mid-stream": 2.0,
+                         "stream ended without [DONE] or a finish_reason": 2.0}
     # a configured error budget lets the gate judge the successful requests
     tolerant = evaluate(th.gate("tolerant"), run, thresholds=th)
     assert tolerant.outcome == "pass" and tolerant.n == 6
@@ -282,12 +287,12 @@ def test_vllm_server_killed_mid_run(th: Thresholds) -> None:
 
 
 def test_gate_tests_that_fail_without_a_verdict_record_an_error(pytester: pytest.Pytester) -> None:
-    """An engine that can't start, a measurement that raises (every request refused): the gate gets
+    """An engine that can't start, a measurement that raises (nothing listening: not ready): the gate gets
     an "error" verdict with the cause and the phase is failed -- not "passed" for lack of data."""
     pytester.makefile(".toml", thresholds=TOML + f"""
 [engines]
 nokey = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model = "m", api_key_env = "PERFGATE_NO_SUCH_VARIABLE" }}
-down = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model = "m" }}
+down = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model = "m", ready_timeout = 0.5 }}
 """)
     pytester.makepyfile(test_x="""
         import pytest
@@ -319,7 +324,8 @@ down = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model 
     e1 = got[("test_engine_fails", "ttft")]
     assert e1["outcome"] == "error" and "PERFGATE_NO_SUCH_VARIABLE" in e1["note"] and "(setup)" in e1["note"]
     e2 = got[("test_draw_raises", "tolerant")]
-    assert e2["outcome"] == "error" and "no successful requests: 1 x connection refused" in e2["note"]
+    assert e2["outcome"] == "error" and "nothing answered at http://127.0.0.1:" in e2["note"]  # the start says so
+    assert "connection refused" in e2["note"]
     assert got[("test_gate_failure_is_not_doubled", "errors")]["outcome"] == "fail"
     r.stdout.fnmatch_lines(["*ttft*ERROR*", "*tolerant*ERROR*"])
 

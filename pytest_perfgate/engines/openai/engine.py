@@ -7,7 +7,22 @@ errors), ``timeout`` (seconds per request, default 600), ``metrics_path`` (``"/m
 ``tokenizer`` (path or name for exact-length prompts; default: ``model``) and
 ``continuous_usage_stats`` (default true: ask vLLM/SGLang for cumulative usage in every chunk, which
 gives exact tokens per chunk under speculative decoding; servers that do not know the option
-ignore it).
+send it only where the server takes it, see ``dialect``).
+
+``dialect`` (default ``"auto"``): which of vLLM's extensions to send (``ignore_eos``,
+``stream_options.continuous_usage_stats``, token-id prompts; :mod:`.dialect`). ``"vllm"`` sends them
+all, ``"openai"`` none (token-id prompts are detokenized by the engine's tokenizer and sent as
+text), ``"auto"`` probes the server at start with one-token requests and drops each field a 400/422
+names (at start or on any later request, then remembered for the session). Without ``ignore_eos``
+output lengths are not forced: a request may stop at end-of-sequence before ``max_tokens``, TPOT and
+throughput use the tokens that came, and :meth:`info` says ``output_lengths``. ``ready_timeout``
+(seconds, default 30): :meth:`start` waits this long for the server to answer (``GET /health``,
+``GET /v1/models``) and otherwise fails naming the URL (:mod:`.ready`). What the start learned
+(dialect, a stream without ``data: [DONE]``, no counters at ``metrics_path``) is in
+:attr:`OpenAIEngine.start_notes`, said once when the engine is ready, and in :meth:`info`.
+
+A stream that ends with a ``finish_reason`` and the end of the body is complete, ``data: [DONE]``
+or not (``transformers serve`` sends none).
 
 ``transport`` (default ``"auto"``): ``"raw"`` is our own HTTP/1.1 client
 (:mod:`.transport_raw`), ``"aiohttp"`` the aiohttp client (:mod:`.transport_aiohttp`); ``"auto"``
@@ -26,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
@@ -35,13 +51,16 @@ import orjson
 
 from ...contract import Clock, EngineError, Request, RequestRecord, run_sync
 from ..prometheus import parse_prometheus
+from . import ready
+from .dialect import SETTINGS, Dialect, reason, rejected
 from .sse import CONTROL
 from .transport import Response, Transport, TransportError
 
 _BODY_LIMIT = 200  # characters of an HTTP error body kept in record.error
 _ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _KNOWN = frozenset({"base_url", "model", "api", "api_key_env", "timeout", "metrics_path", "tokenizer",
-                    "continuous_usage_stats", "transport"})
+                    "continuous_usage_stats", "transport", "dialect", "ready_timeout"})
+_TEXT_CACHE = 4096  # token-id prompts kept as detokenized text (prompts cycle through a run)
 
 
 class OpenAIEngine:
@@ -73,6 +92,18 @@ class OpenAIEngine:
         self.metrics_path = str(args.get("metrics_path", "/metrics"))
         self.tokenizer_name = str(args.get("tokenizer") or self.model)
         self.continuous_usage_stats = bool(args.get("continuous_usage_stats", True))
+        setting = str(args.get("dialect", "auto"))
+        if setting not in SETTINGS:
+            raise EngineError(f"[engines.{name}] dialect: must be one of {', '.join(map(repr, SETTINGS))}, got {setting!r}")
+        self.dialect = Dialect.of(setting)
+        try:
+            self.ready_timeout = float(args.get("ready_timeout", 30.0))
+        except (TypeError, ValueError):
+            raise EngineError(f"[engines.{name}] ready_timeout: must be a number of seconds, got {args.get('ready_timeout')!r}") from None
+        self.start_notes: list[str] = []  # what start() learned, said once by the engine manager
+        self.no_counters = False  # metrics_path did not answer at start: counters() asks no more
+        self._texts: dict[tuple[int, ...], str] = {}
+        self._started = False
         headers: dict[str, str] = {"Content-Type": "application/json"}
         self._key: str | None = None
         if self.api_key_env:
@@ -83,7 +114,7 @@ class OpenAIEngine:
             headers["Authorization"] = f"Bearer {key}"
         self._version: str | None = None
         self._tokenizer: Any = None
-        self._transport = self._make_transport(str(args.get("transport", "auto")), headers)
+        self.transport = self._make_transport(str(args.get("transport", "auto")), headers)
 
     def _make_transport(self, choice: str, headers: Mapping[str, str]) -> Transport:
         if choice not in ("auto", "raw", "aiohttp"):
@@ -108,28 +139,48 @@ class OpenAIEngine:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Read the server version (if ``/version`` exists)."""
+        """Wait for the server to answer, read its version (``/version``), learn its dialect
+        (``dialect = "auto"``) and whether it has counters; the findings go to :attr:`start_notes`."""
         run_sync(self._start())
+        for note in self.start_notes:
+            print(f"perfgate: engine {self.name!r}: {note}", flush=True)  # the engine log
 
     async def _start(self) -> None:
-        if self._version is not None:
+        if self._started:
             return
-        got = await self._transport.get("/version", 5)
-        if got is None or got[0] != 200:
-            return
-        try:
-            data = orjson.loads(got[1])
-        except orjson.JSONDecodeError:
-            return
-        if isinstance(data, dict) and "version" in data:
-            self._version = str(data["version"])
+        await ready.wait_ready(self)
+        got = await self.transport.get("/version", 5)
+        if got is not None and got[0] == 200:
+            try:
+                data = orjson.loads(got[1])
+            except orjson.JSONDecodeError:
+                data = None
+            if isinstance(data, dict) and "version" in data:
+                self._version = str(data["version"])
+        d = self.dialect
+        if d.learns:
+            await ready.probe(self)
+        notes = [f"dialect {d.decided}", *d.notes]
+        if d.done is False:
+            notes.append("streams end without data: [DONE]; a finish_reason and the end of the body complete them")
+        lengths = d.lengths_note()
+        if lengths:
+            notes.append(lengths)
+        counters = await ready.counters_note(self)
+        if counters:
+            notes.append(counters)
+        d.notes.clear()
+        self.start_notes = notes
+        self._started = True
 
     def stop(self) -> None:
-        run_sync(self._transport.close())
+        run_sync(self.transport.close())
 
     async def counters(self) -> dict[str, float]:
         """Counters and gauges of ``metrics_path``, flattened (see :func:`.prometheus.parse_prometheus`)."""
-        got = await self._transport.get(self.metrics_path, 30)
+        if self.no_counters:
+            return {}
+        got = await self.transport.get(self.metrics_path, 30)
         if got is None or got[0] != 200:
             return {}
         return parse_prometheus(got[1].decode("utf-8", "replace"))
@@ -141,7 +192,11 @@ class OpenAIEngine:
             "name": self.name, "kind": self.kind, "base_url": self.base_url, "model": self.model, "api": self.api,
             "api_key_env": self.api_key_env, "timeout": self.timeout, "metrics_path": self.metrics_path,
             "tokenizer": self.tokenizer_name, "continuous_usage_stats": self.continuous_usage_stats,
-            "server_version": self._version, "transport": self._transport.kind,
+            "server_version": self._version, "transport": self.transport.kind,
+            "dialect": self.dialect.name, "dialect_setting": self.dialect.setting, "dialect_decided": self.dialect.decided,
+            "output_lengths": "forced (ignore_eos)" if self.dialect.lengths_forced
+            else "not forced (the server does not take ignore_eos; TPOT uses the tokens that came)",
+            "notes": [*self.start_notes, *self.dialect.notes],
         }
 
     def tokenizer(self) -> Any:
@@ -159,37 +214,80 @@ class OpenAIEngine:
 
     # -- generation --------------------------------------------------------------------------
     def _payload(self, request: Request, api: str) -> bytes:
-        body: dict[str, Any] = {
-            "model": self.model, "max_tokens": request.max_tokens, "temperature": request.temperature,
-            "stream": True, "ignore_eos": request.ignore_eos,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": self.continuous_usage_stats}
-            if self.continuous_usage_stats else {"include_usage": True},
-        }
+        d = self.dialect
+        body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
+                                "temperature": request.temperature, "stream": True}
+        if d.ignore_eos:
+            body["ignore_eos"] = request.ignore_eos
+        if d.stream_options:
+            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True} \
+                if self.continuous_usage_stats and d.continuous_usage_stats else {"include_usage": True}
         if api == "chat":
             if not isinstance(request.prompt, str):
                 raise ValueError("the chat API needs a text prompt, got token ids")
             body["messages"] = [{"role": "user", "content": request.prompt}]
+        elif isinstance(request.prompt, str):
+            body["prompt"] = request.prompt
         else:
-            body["prompt"] = request.prompt if isinstance(request.prompt, str) else list(request.prompt)
+            body["prompt"] = list(request.prompt) if d.token_ids else self._as_text(tuple(request.prompt))
         body.update(request.extra)
         return orjson.dumps(body)
 
+    def _as_text(self, ids: tuple[int, ...]) -> str:
+        """A token-id prompt as text, for a server that takes text prompts only (the prompt's length
+        is then the server's tokenization of it: ``usage.prompt_tokens`` says it)."""
+        text = self._texts.get(ids)
+        if text is None:
+            try:
+                tok = self.tokenizer()
+            except Exception as e:  # noqa: BLE001 - said as the record's error
+                raise ValueError(f"the server takes text prompts only and tokenizer {self.tokenizer_name!r} "
+                                 f"(to detokenize a token-id prompt) could not load: {type(e).__name__}: {e}") from None
+            text = str(tok.decode(list(ids), skip_special_tokens=True))
+            if len(self._texts) < _TEXT_CACHE:
+                self._texts[ids] = text
+        return text
+
     async def generate(self, request: Request, record: RequestRecord, clock: Clock) -> None:
-        """Stream one request; fill ``record``; faults become ``record.error`` (never raised)."""
+        """Stream one request; fill ``record``; faults become ``record.error`` (never raised).
+
+        With ``dialect = "auto"``, a 400/422 naming one of vLLM's fields drops that field for the
+        session and sends the request again (the record's stamps are the new request's)."""
         api = request.api or self.api
         record.tag = record.tag or request.tag
         record.expected_prompt_tokens = request.prompt_tokens
+        for _ in range(4):
+            response = await self.exchange(request, record, clock, api)
+            if response is None or not self._learn(response, request):
+                return
+            record.error = None
+
+    def _learn(self, response: Response, request: Request) -> bool:
+        """Did a rejected vLLM field just get dropped (then send again)?"""
+        d = self.dialect
+        if not d.learns or response.status not in (400, 422):
+            return False
+        body = self.error_body(response.body)
+        names = rejected(response.status, body, d.extensions_sent(not isinstance(request.prompt, str)))
+        if not names:
+            return False
+        d.drop(names, reason(response.status, body))
+        print(f"perfgate: engine {self.name!r}: {d.notes[-1]}", file=sys.stderr, flush=True)
+        return True
+
+    async def exchange(self, request: Request, record: RequestRecord, clock: Clock, api: str) -> Response | None:
+        """One request on the wire into ``record``; the response (None: the request could not be built)."""
         try:
             payload = self._payload(request, api)
         except (ValueError, TypeError) as e:
             record.error = f"bad request: {e}"
-            return
+            return None
         response = Response(api)
         try:
             async with asyncio.timeout(self.timeout):
                 record.sent_ns = clock()  # replaced by the transport's stamp at the socket write
                 try:
-                    await self._transport.stream(_ENDPOINTS[api], payload, clock, response)
+                    await self.transport.stream(_ENDPOINTS[api], payload, clock, response)
                 finally:
                     response.stamps_into(record)
         except TimeoutError:
@@ -205,15 +303,17 @@ class OpenAIEngine:
         except TransportError as e:
             record.error = self._redact(str(e))
             if not e.keep_events:
-                return
+                return response
         else:
             if response.status >= 400:
-                record.error = f"HTTP {response.status}: {self._error_body(response.body)}"
-                return
+                record.error = f"HTTP {response.status}: {self.error_body(response.body)}"
+                return response
         if record.error is None or response.events_received():
             response.decode(record)
+        return response
 
-    def _error_body(self, body: bytes) -> str:
+    def error_body(self, body: bytes) -> str:
+        """An HTTP error body as one short line, the API key masked."""
         text = " ".join(self._redact(body.decode("utf-8", "replace")).translate(CONTROL).split())
         return text if len(text) <= _BODY_LIMIT else text[:_BODY_LIMIT] + "..."
 

@@ -12,6 +12,10 @@
 Token counts per chunk come from the server when it says (cumulative ``usage.completion_tokens``),
 else one per non-empty delta, corrected by the final usage block (``token_count_source``:
 ``"server"`` when the output-token count came from the server's usage, ``"chunks"`` otherwise).
+
+A stream is complete at ``data: [DONE]``, or, without it, when the body ended after a chunk with a
+``finish_reason`` (``transformers serve`` sends no ``[DONE]``): the end is then the last event's
+arrival. A body that ends with neither is an error.
 """
 
 from __future__ import annotations
@@ -192,7 +196,7 @@ class FastDecoder:
     """
 
     __slots__ = ("chat", "chunk_ns", "chunk_tokens", "exact", "cumulative", "usage_out", "usage_in", "finish_reason",
-                 "n", "ok", "pending")
+                 "n", "ok", "pending", "last_ns")
 
     def __init__(self, api: str) -> None:
         self.chat = api == "chat"
@@ -206,6 +210,7 @@ class FastDecoder:
         self.n = 0
         self.ok = _DECODE_MANY is not None
         self.pending: list[tuple[list[int], bytes]] = []  # big batches, decoded in :meth:`finish`
+        self.last_ns: int | None = None  # arrival of the last event
 
     def feed(self, times: list[int], data: bytes) -> None:
         """``data``: ``len(times)`` events, each ``b"data: <one line>\\n\\n"`` (checked by the caller).
@@ -239,6 +244,8 @@ class FastDecoder:
             self.ok = False
             return
         self.n += n
+        if n:
+            self.last_ns = times[-1]
         chat = self.chat
         add_ns, add_tok = self.chunk_ns.append, self.chunk_tokens.append
         cumulative, usage_out, usage_in, finish = self.cumulative, self.usage_out, self.usage_in, self.finish_reason
@@ -267,8 +274,9 @@ class FastDecoder:
                     if ch.finish_reason:
                         finish = ch.finish_reason
                 # vLLM holds back text of incomplete UTF-8 bytes: an empty delta whose cumulative
-                # completion_tokens grew still carried tokens (the first chunk may be one of them)
-                if not has_text and cum is not None and cum > cumulative:
+                # completion_tokens grew still carried tokens (the first chunk may be one of them);
+                # not once a chunk came without usage (a final usage block, transformers serve's)
+                if not has_text and cum is not None and cum > cumulative and self.exact:
                     has_text = True
             if has_text:
                 add_ns(t)
@@ -293,7 +301,7 @@ class FastDecoder:
         if not self.ok or (n_events is not None and self.n != n_events):
             return False
         fill_record(record, self.n, self.chunk_ns, self.chunk_tokens, self.exact, self.usage_out, self.usage_in,
-                    self.finish_reason)
+                    self.finish_reason, self.last_ns)
         return True
 
 
@@ -349,7 +357,7 @@ def decode_generic(events: Sequence[Event], record: RequestRecord, api: str) -> 
                 has_text = True
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
-        if not has_text and obj.get("choices") and cum is not None and cum > cumulative:
+        if not has_text and obj.get("choices") and cum is not None and cum > cumulative and exact:
             has_text = True  # tokens whose text vLLM holds back (incomplete UTF-8)
         if has_text:
             chunk_ns.append(t)
@@ -363,12 +371,13 @@ def decode_generic(events: Sequence[Event], record: RequestRecord, api: str) -> 
             usage_out = cum  # the final usage-only chunk
         if cum is not None and has_text:
             usage_out = cum
-    fill_record(record, len(events), chunk_ns, chunk_tokens, exact, usage_out, usage_in, finish)
+    fill_record(record, len(events), chunk_ns, chunk_tokens, exact, usage_out, usage_in, finish,
+                events[-1][0] if events else None)
 
 
 def fill_record(
     record: RequestRecord, n_events: int, chunk_ns: list[int], chunk_tokens: list[int],
-    exact: bool, usage_out: int | None, usage_in: int | None, finish: str | None,
+    exact: bool, usage_out: int | None, usage_in: int | None, finish: str | None, last_ns: int | None = None,
 ) -> None:
     record.chunk_ns = chunk_ns
     record.chunk_tokens = chunk_tokens
@@ -389,8 +398,10 @@ def fill_record(
         if not chunk_ns:
             done = "[DONE]" if record.end_ns is not None else "no [DONE]"
             record.error = f"empty stream: no chunk carried output ({n_events} events, {done})"
+        elif record.end_ns is None and finish is not None and last_ns is not None:
+            record.end_ns = last_ns  # no [DONE], but a finish_reason and the end of the body: complete
         elif record.end_ns is None:
-            record.error = f"stream ended without [DONE]: after {n_events} events"
+            record.error = f"stream ended without [DONE] or a finish_reason: after {n_events} events"
 
 
 def short(b: bytes, limit: int = 80) -> str:

@@ -39,6 +39,10 @@ class Response:
     def events_received(self) -> int:
         return len(self.chunks.times) if self.chunks is not None else len(self.splitter.events)
 
+    def done_seen(self) -> bool:
+        """Did the stream end with ``data: [DONE]``?"""
+        return (self.chunks.done_ns if self.chunks is not None else self.splitter.done_ns) is not None
+
     def stamps_into(self, record: RequestRecord) -> None:
         if self.sent_ns is not None:
             record.sent_ns = self.sent_ns
