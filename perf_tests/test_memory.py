@@ -9,6 +9,7 @@ KV-cache pressure runs on any engine (the embedded CPU vLLM included). Workload:
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -57,7 +58,12 @@ def test_fragmentation_of_the_serving_churn(perfgate: Any, perfgate_memory: Any,
     with perfgate_memory.probe(snapshot="peaks") as probe:
         ch = churn(torch_alloc("cuda"), pat, on_step=lambda _i: probe.sample())
         ch.live.clear()
-    perfgate.note(json.dumps(probe.report.to_dict(), indent=1))
+    from pytest_perfgate.memory.stats import definitions_note
+
+    doc = probe.report.to_dict()
+    perfgate.note(json.dumps(doc, indent=1))
+    perfgate.note(definitions_note(doc["fragmentation"], probe.report.definition,
+                                   os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")))
     perfgate_memory.check(perfgate, probe.report, "memory_fragmentation")
 
 
@@ -97,6 +103,9 @@ def test_fallback_best_allocator_setting(perfgate: Any, perfgate_thresholds: Any
     r = run_child(_spec(p), setting)
     d = gate_definition(perfgate.gate("allocator_fallback_fragmentation"))
     frag = r["memory"]["fragmentation"][d]["max"]
+    from pytest_perfgate.memory.stats import definitions_note
+
+    perfgate.note(definitions_note(r["memory"]["fragmentation"], d, setting.describe()))
     perfgate.check(perfgate.samples([100.0 * frag], "%"), "allocator_fallback_fragmentation")
 
 

@@ -201,3 +201,29 @@ class MemoryReport:
             "samples": len(self.samples), "snapshots": sum(s.free is not None for s in self.samples),
             **dict(self.extra),
         }
+
+
+WHY_GATED = {
+    "inactive_split": "it orders the measured max safe batch of the allocator settings exactly (Spearman -1 on "
+                      "the H200 fixtures; 1 - allocated/reserved: -0.5)",
+    "reserved": "chosen in thresholds.toml: it counts the allocator's whole cache, not only split segments",
+    "external": "chosen in thresholds.toml: how scattered the free memory is (memory_snapshot)",
+}
+
+
+def definitions_note(fragmentation: Mapping[str, Mapping[str, float | None]], gated: str,
+                     setting: str = "") -> str:
+    """One line with every definition's worst value (``MemoryReport.to_dict()["fragmentation"]``),
+    which one the gate reads and why; under ``expandable_segments`` the split share is 0 by
+    construction (segments grow in place, nothing is split), so the line says so."""
+    parts = []
+    for d in DEFINITIONS:
+        v = (fragmentation.get(d) or {}).get("max")
+        parts.append(f"{d} ({DEFINITIONS[d]}) " + (f"{100 * v:.1f}%" if v is not None else "not measured")
+                     + (" [gated]" if d == gated else ""))
+    line = f"fragmentation: {'; '.join(parts)}. The gate reads {gated}: {WHY_GATED.get(gated, '')}"
+    if "expandable_segments:true" in setting.replace(" ", "").lower() and gated == "inactive_split":
+        line += (". Under expandable_segments inactive_split reads 0% whatever the workload (no split segments), "
+                 "so its gate says nothing about that setting: compare reserved")
+    return line
+
