@@ -45,6 +45,7 @@ _LAZY = {
     "EngineError": ("contract", "EngineError"),
     "pool": ("samples", "pool"),
     "workload": ("params", "workload"),
+    "traces": ("load.traces", ""),  # the module: traces.load(path, tokenizer=None, format=None)
     "prompts": ("load.prompts", ""),  # the module: prompts.exact_length_prompts(...), prompts.math_prompts(...)
 }
 

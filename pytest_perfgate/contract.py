@@ -42,6 +42,10 @@ class Request:
     api: Literal["completions", "chat"] = "completions"
     tag: str = ""  # prompt-set name, e.g. "dialogue" / "math" / "shared-prefix"
     extra: Mapping[str, Any] = field(default_factory=dict)  # passed to the engine unchanged
+    # replay (load/traces.py): seconds after the trace's start; LoadConfig(mode="trace") sends it then
+    arrival: float | None = None
+    session: str = ""  # multi-turn: turn k of a session is sent only after its turn k - 1 finished
+    turn: int = 0
 
 
 @dataclass

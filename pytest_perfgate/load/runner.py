@@ -2,7 +2,8 @@
 
 Order of a run: warm-up requests (sequential, recorded with ``warmup=True`` and excluded from
 metrics), counter snapshot, the measured requests (closed loop for ``sequential``/``concurrency``,
-the precomputed open-loop schedule for ``poisson``/``gamma``), counter snapshot. Budgets: no new
+the precomputed open-loop schedule for ``poisson``/``gamma``, the requests' own arrival times for
+``trace``; a multi-turn session's turn waits for its previous turn: load/replay.py), counter snapshot. Budgets: no new
 request after ``num_requests`` or ``max_seconds``; in-flight requests finish under the engine's
 own per-request timeout, or are cancelled ``drain_seconds`` after ``max_seconds`` when that is set
 (recorded as errors: ``"run budget exhausted: ..."``). ``stop(partial_result) -> bool`` is asked
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
 from .prompts import warmup_prompts
+from .replay import Turns, trace_offsets_ns
 from .result import RunResult
 from .schedule import LoadConfig, send_offsets_ns
 
@@ -64,6 +66,7 @@ class _Run:
         self.start_ns = 0
         self.deadline_ns: int | None = None
         self.gauges: list[dict[str, float]] = []
+        self.turns = Turns(requests)  # multi-turn sessions: turn k after turn k - 1 (load/replay.py)
 
     def _request(self, i: int) -> Request:
         if i < 0:  # warm-up -1, -2, ...: prompts of its own
@@ -90,6 +93,7 @@ class _Run:
                          f"({self.config.max_seconds:g} s)")
         except Exception as e:  # the protocol says never raise; a broken engine must not end the run
             rec.error = f"engine raised: {type(e).__name__}: {e}"
+        self.turns.done(i)
         if not warmup:
             if self.config.in_flight == 1 and not self.config.open_loop:
                 # one request at a time: counters after each one give per-request clusters (acceptance,
@@ -160,18 +164,23 @@ class _Run:
             while next_i < n and self._budget_left():
                 i = next_i
                 next_i += 1
+                await self.turns.wait(i)
                 await self._one(i, clock())
 
         await asyncio.gather(*(worker() for _ in range(min(workers, n))))
 
     async def _open_loop(self) -> None:
-        offsets = send_offsets_ns(self.config)
+        cfg = self.config
+        offsets = trace_offsets_ns(self.requests, cfg) if cfg.mode == "trace" else send_offsets_ns(cfg)
         assert offsets is not None
         cap = self.config.concurrency
         sem = asyncio.Semaphore(cap) if cap else None
         tasks: list[asyncio.Task[RequestRecord]] = []
 
         async def send(i: int, at: int) -> RequestRecord:
+            if self.turns.depends(i):
+                await self.turns.wait(i)
+                at = max(at, clock())
             if sem is None:
                 return await self._one(i, at)
             async with sem:

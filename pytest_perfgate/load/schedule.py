@@ -6,7 +6,9 @@ Modes:
 * ``concurrency``: ``concurrency`` requests in flight (closed loop: a new one as one finishes);
 * ``poisson``: open loop at ``rate`` req/s, exponential gaps;
 * ``gamma``: open loop at ``rate`` req/s, gamma gaps of shape ``burstiness`` (1 = Poisson, < 1
-  burstier, > 1 more regular; vLLM bench's convention). ``concurrency`` caps requests in flight.
+  burstier, > 1 more regular; vLLM bench's convention). ``concurrency`` caps requests in flight;
+* ``trace``: open loop at the requests' own ``arrival`` times (``traces.load``), times
+  ``time_scale`` (0.5: twice as fast); ``concurrency`` caps requests in flight (load/replay.py).
 
 Exact rate (``exact_rate``, default True): the drawn gaps are rescaled so that the schedule offers
 exactly ``rate``: request ``i`` of ``n`` at ``t_i`` with ``t_0 = 0`` and ``t_(n-1) = (n-1)/rate``,
@@ -29,8 +31,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-Mode = Literal["sequential", "concurrency", "poisson", "gamma"]
-MODES: tuple[str, ...] = ("sequential", "concurrency", "poisson", "gamma")
+Mode = Literal["sequential", "concurrency", "poisson", "gamma", "trace"]
+MODES: tuple[str, ...] = ("sequential", "concurrency", "poisson", "gamma", "trace")
 
 
 class LoadConfigError(ValueError):
@@ -57,6 +59,7 @@ class LoadConfig:
     # after max_seconds, how long requests in flight may still run before they are cancelled and
     # recorded as errors (None: until the engine's own per-request timeout)
     drain_seconds: float | None = None
+    time_scale: float = 1.0  # mode "trace": send offsets are the trace's arrivals times this factor
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -72,6 +75,8 @@ class LoadConfig:
         if self.mode in ("poisson", "gamma"):
             if self.rate is None or not self.rate > 0 or not np.isfinite(self.rate):
                 raise LoadConfigError(f"mode {self.mode!r} needs rate > 0 (requests per second), got {self.rate}")
+        if not (self.time_scale > 0 and np.isfinite(self.time_scale)):
+            raise LoadConfigError(f"time_scale must be > 0, got {self.time_scale}")
         if not self.burstiness > 0:
             raise LoadConfigError(f"burstiness must be > 0, got {self.burstiness}")
         if self.max_seconds is not None and not self.max_seconds > 0:
@@ -89,7 +94,7 @@ class LoadConfig:
 
     @property
     def open_loop(self) -> bool:
-        return self.mode in ("poisson", "gamma")
+        return self.mode in ("poisson", "gamma", "trace")
 
     @property
     def in_flight(self) -> int | None:
@@ -109,7 +114,7 @@ def send_offsets_ns(config: LoadConfig, n: int | None = None) -> npt.NDArray[np.
     i.e. exponential for Poisson, drawn from ``numpy.random.default_rng(seed)``; with
     ``exact_rate`` they are then scaled so that the last request goes at exactly ``(n-1)/rate``.
     """
-    if not config.open_loop:
+    if not config.open_loop or config.mode == "trace":  # trace: load.replay.trace_offsets_ns
         return None
     n = n if n is not None else config.num_requests
     if n is None:
