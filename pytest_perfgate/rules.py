@@ -94,6 +94,20 @@ def metric_unit(metric: str) -> str:
     return DIMENSION_DEFAULT_UNIT.get(m.dimension if m else "number", "")
 
 
+CENSORED_METRICS = ("ttft", "e2e", "tpot")  # a failed or timed-out request never got (or finished) its output
+
+
+def censored(gate: Gate, d: Data) -> int:
+    """Failed requests of ``d`` that a ``max`` latency quantile gate counts as over its limit (their
+    value is unknown but no better than the limit: censored), 0 for every other gate. Dropping them
+    would bias the percentile low exactly when the slowest requests time out."""
+    m = lookup(gate.metric)
+    if (not isinstance(d, Samples) or d.requests is None or gate.compare or gate.direction != "max"
+            or gate.statistic.kind != "quantile" or m is None or m.name not in CENSORED_METRICS):
+        return 0
+    return d.requests.failed
+
+
 def proportion_bounds(d: Proportion, c: float) -> tuple[stats.Bounds, str]:
     """Bounds of a proportion and the note saying what they assume."""
     if d.clustered:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -37,6 +37,13 @@ class Samples:
     label: str = ""
     denominators: npt.NDArray[np.float64] | None = None
     notes: tuple[str, ...] = field(default=())
+    # the requests the values came from: failed ones count against a gate's error budget and, for a
+    # ``max`` latency quantile gate, as over the limit (censored: their values are unknown)
+    requests: RequestCounts | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.requests, Mapping):  # read back from a stored file
+            object.__setattr__(self, "requests", RequestCounts(**self.requests))
 
     @property
     def dimension(self) -> str:
@@ -66,8 +73,11 @@ class Proportion:
     cluster_successes: tuple[int, ...] = ()
     cluster_trials: tuple[int, ...] = ()
     cluster_unit: str = "request"  # what one cluster is: "request", "run", "draw"
+    requests: RequestCounts | None = None  # the requests of the run(s) it came from (error budget)
 
     def __post_init__(self) -> None:
+        if isinstance(self.requests, Mapping):  # read back from a stored file
+            object.__setattr__(self, "requests", RequestCounts(**self.requests))
         for name in ("successes", "trials"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -141,7 +151,9 @@ def make_proportion(successes: Any, trials: Any, *, label: str = "", unit_name: 
 
 def pool(parts: Iterable[Proportion], label: str = "") -> Proportion:
     """Pool proportions keeping clusters: a clustered part contributes its clusters, an unclustered
-    part (e.g. one run's counter delta) counts as one cluster (the run)."""
+    part (e.g. one run's counter delta) counts as one cluster (the run). The parts' request counts
+    (failed requests: the error budget) add up."""
+    parts = list(parts)
     cs: list[int] = []
     ct: list[int] = []
     units: set[str] = set()
@@ -156,7 +168,32 @@ def pool(parts: Iterable[Proportion], label: str = "") -> Proportion:
         units.add(p.cluster_unit if p.clustered else "run")
         extra = extra or p.extra
     unit_name = "request" if units == {"request"} else "run" if units == {"run"} else "request or run"
-    return Proportion(sum(cs), sum(ct), label, extra, tuple(cs), tuple(ct), unit_name)
+    return Proportion(sum(cs), sum(ct), label, extra, tuple(cs), tuple(ct), unit_name, pooled_requests(parts))
+
+
+def with_failures(d: Any, measured: int, failed: int) -> Any:
+    """``d`` (:class:`Samples` or :class:`Proportion`) carrying the counts of its requests: ``measured``
+    of which ``failed`` failed (cause "failed"); ``d`` itself when nothing failed and no count is given."""
+    if isinstance(failed, bool) or not isinstance(failed, int) or failed < 0:
+        raise SampleError(f"{getattr(d, 'label', '') or 'data'}: failed must be a count >= 0, got {failed!r}")
+    if not failed and not measured:
+        return d
+    total = measured + failed if isinstance(d, Samples) else measured
+    if total < failed or total <= 0:
+        raise SampleError(f"{getattr(d, 'label', '') or 'data'}: {failed} failed of {total} requests: "
+                          "give requests = the number of requests measured")
+    return replace(d, requests=RequestCounts(total, total - failed, {"failed": failed} if failed else {}))
+
+
+def pooled_requests(parts: Iterable[Any]) -> RequestCounts | None:
+    """The request counts of ``parts`` added up (runs, or data that carry their runs' counts), None
+    when none of them carries any."""
+    total: RequestCounts | None = None
+    for p in parts:
+        got = p.request_counts() if isinstance(p, RequestRun) else getattr(p, "requests", None)
+        if isinstance(got, RequestCounts):
+            total = got if total is None else total + got
+    return total
 
 
 @runtime_checkable

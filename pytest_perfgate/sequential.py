@@ -22,7 +22,7 @@ import numpy as np
 
 from .config import Gate, Thresholds
 from .looks import FIRST_LOOK, GROWTH, LookPlan, look_schedule, pass_plan, unreachable_message
-from .rules import metric_unit, resolve_confidence
+from .rules import censored, metric_unit, resolve_confidence
 from .samples import MetricSource, Proportion, RequestCounts, RequestRun, Samples, make_samples, pool
 from .units import Unit
 from .units import unit as unit_of
@@ -87,39 +87,38 @@ def sample_until_decided(
     stopped = "max_samples"
     draw = _failed_fraction(draw, gate)  # an error_rate gate: each run's failed fraction
     requests = RequestCounts()  # of the runs drawn so far: failed requests count against the error budget
-    while len(values) < max_n:
+    over = 0  # failed requests a max latency quantile gate counts as over its limit (censored samples)
+    while len(values) + over < max_n:
         got = draw()
         if isinstance(got, Proportion):
             return _proportions(got, draw, gate, c, max_draws, max_s, thresholds, clock, t0, progress)
-        if isinstance(got, RequestRun):
-            counts = got.request_counts()
+        counts = got.request_counts() if isinstance(got, RequestRun) else getattr(got, "requests", None)
+        if isinstance(counts, RequestCounts):
             requests += counts
             err = error_verdict(gate, requests, thresholds, c)
             if err is not None:
                 return SequentialResult(err, Samples(np.asarray(values), shown or unit_of(metric_unit(gate.metric)),
-                                                     gate.name), looked, "errors", c_look)
-            if not counts.succeeded:
-                continue
-        if isinstance(got, MetricSource) and not isinstance(got, Samples):
-            got = got.perfgate_data(gate.metric)
-        s = got if isinstance(got, Samples) else make_samples(_as_list(got), unit, label=gate.name)
-        shown = shown or s.unit
-        if shown.dimension != s.unit.dimension:
-            raise ValueError(f"gate {gate.name}: draw() changed units from {shown.name!r} to {s.unit.name!r}")
-        values.extend(s.values.tolist())
+                                                     gate.name, requests=requests), looked, "errors", c_look)
+            over += censored(gate, Samples(np.zeros(0), unit_of(""), requests=counts))
+        shown = _add(None if isinstance(counts, RequestCounts) and not counts.succeeded else got, gate, unit,
+                     shown, values)
+        n_now = len(values) + over
         if progress:
-            progress(len(values), max_n, clock() - t0)
+            progress(n_now, max_n, clock() - t0)
         out_of_time = clock() - t0 >= max_s
-        if len(values) >= looks[next_look] or out_of_time or len(values) >= max_n:
-            at = min(len(values), max_n)
+        if shown is None and out_of_time:
+            stopped = "max_seconds"
+            break
+        if shown is not None and (n_now >= looks[next_look] or out_of_time or n_now >= max_n):  # failures alone: no look
+            at = min(n_now, max_n)
             planned = looks[next_look] if looks[next_look] <= at else at
-            while next_look < len(looks) - 1 and looks[next_look] <= len(values):
+            while next_look < len(looks) - 1 and looks[next_look] <= n_now:
                 next_look += 1
             looked += 1
             # a pass only at a planned pass look, or at the last look (time or budget) once a pass is possible
             last = out_of_time or at >= max_n
             may_pass = plan is not None and (planned in pass_looks or (last and at >= plan.first_pass))
-            data = Samples(np.asarray(values[:max_n]), shown, gate.name)
+            data = _pooled(values, max_n, over, shown, gate.name, requests)
             verdict, decided = _look(gate, data, thresholds, c_fail, c_look if may_pass else None)
             if decided:
                 stopped = "decided"
@@ -127,11 +126,34 @@ def sample_until_decided(
             if out_of_time:
                 stopped = "max_seconds"
                 break
-    assert shown is not None
-    data = Samples(np.asarray(values[:max_n]), shown, gate.name)
-    if verdict is None or verdict.n != data.n:
+    if shown is None:
+        raise ValueError(f"gate {gate.name}: no draw succeeded ({requests.listed(3) or 'nothing was measured'})")
+    data = _pooled(values, max_n, over, shown, gate.name, requests)
+    if verdict is None or verdict.n != data.n + over:
         verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
     return SequentialResult(verdict, data, looked, stopped, c_look, plan)
+
+
+def _add(got: Any, gate: Gate, unit: str | Unit, shown: Unit | None, values: list[float]) -> Unit | None:
+    """Add the successful values of one draw (None: nothing succeeded) to ``values``; returns the
+    unit they are shown in (None while nothing has succeeded)."""
+    if got is None:
+        return shown
+    if isinstance(got, MetricSource) and not isinstance(got, Samples):
+        got = got.perfgate_data(gate.metric)
+    s = got if isinstance(got, Samples) else make_samples(_as_list(got), unit, label=gate.name)
+    shown = shown or s.unit
+    if shown.dimension != s.unit.dimension:
+        raise ValueError(f"gate {gate.name}: draw() changed units from {shown.name!r} to {s.unit.name!r}")
+    values.extend(s.values.tolist())
+    return shown
+
+
+def _pooled(values: list[float], max_n: int, over: int, shown: Unit, label: str, requests: RequestCounts) -> Samples:
+    """The samples drawn so far; failed requests are carried in ``requests`` (a max latency quantile
+    gate counts ``over`` of them as over its limit), successful values up to the budget's rest."""
+    keep = np.asarray(values[:max(max_n - over, 0)])
+    return Samples(keep, shown, label, requests=requests if requests.measured else None)
 
 
 def _look(gate: Gate, data: Samples, thresholds: Thresholds | None, c_fail: float,
@@ -194,8 +216,8 @@ def _proportions(
             progress(draws, max_draws, clock() - t0)
         if trials:
             verdict = evaluate(gate, pooled, confidence=c_look, thresholds=thresholds)
-            if verdict.outcome in ("pass", "fail"):
-                stopped = "decided"
+            if verdict.outcome in ("pass", "fail", "error"):  # error: failed requests beyond the budget
+                stopped = "decided" if verdict.outcome != "error" else "errors"
                 break
         if draws >= max_draws:
             break

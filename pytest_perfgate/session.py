@@ -216,16 +216,21 @@ class Perfgate:
         return self.thresholds.gate(name)
 
     @staticmethod
-    def samples(values: Any, unit: str = "", **kw: Any) -> Any:
-        from .samples import make_samples
+    def samples(values: Any, unit: str = "", *, failed: int = 0, **kw: Any) -> Any:
+        """Samples of the requests that succeeded; ``failed``: requests that failed or timed out
+        (the error budget applies; a ``max`` latency percentile counts them as over its limit)."""
+        from .samples import make_samples, with_failures
 
-        return make_samples(values, unit, **kw)
+        s = make_samples(values, unit, **kw)
+        return with_failures(s, s.n, failed)
 
     @staticmethod
-    def proportion(successes: int, trials: int, label: str = "") -> Any:
-        from .samples import Proportion
+    def proportion(successes: int, trials: int, label: str = "", *, requests: int = 0, failed: int = 0) -> Any:
+        """``successes`` of ``trials``, measured on ``requests`` requests of which ``failed`` failed
+        (the gate's error budget applies to them)."""
+        from .samples import Proportion, with_failures
 
-        return Proportion(successes, trials, label)
+        return with_failures(Proportion(successes, trials, label), requests, failed)
 
     def evaluate(self, data: Any = None, gate: str | None = None) -> Verdict:
         """Evaluate and record without raising (for reporting several gates before asserting)."""

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from . import stats, text
 from .comparison import evaluate_compare
 from .config import Fallback, Gate, Thresholds
 from .metrics import REQUESTS, lookup
 from .rules import (
+    censored,
     check_dimension,
     data_dimension,
     decide,
@@ -26,7 +29,7 @@ from .rules import (
     resolve_confidence,
     unmeasured_unit,
 )
-from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, as_data
+from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, Samples, as_data, pooled_requests
 from .units import base_unit, format_value, unit
 
 
@@ -249,6 +252,10 @@ def request_counts(data: Any) -> RequestCounts | None:
         return data
     if isinstance(data, RequestRun):
         return data.request_counts()
+    if isinstance(data, (Samples, Proportion)):
+        return data.requests
+    if isinstance(data, (list, tuple)) and data and all(request_counts(p) is not None for p in data):
+        return pooled_requests(data)  # a list of runs (one side of an A B A B design, several draws)
     return None
 
 
@@ -285,7 +292,8 @@ def _on_successful(gate: Gate, data: Any, c: float) -> tuple[float, str]:
     if isinstance(data, RequestCounts):
         return math.nan, ""
     try:
-        v = _evaluate_single(gate, as_data(data, gate.metric, label=gate.name), c)
+        d = as_data(data, gate.metric, label=gate.name)
+        v = _evaluate_single(gate, replace(d, requests=None) if isinstance(d, Samples) else d, c)  # successes only
     except (SampleError, ValueError, TypeError):
         return math.nan, ""
     return float(v["observed"]), str(v["unit"])
@@ -366,10 +374,16 @@ def _evaluate_single(gate: Gate, d: Data, c: float) -> dict[str, Any]:
         return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
                     method=b.method, needed=needed, note=note)
     assert st.q is not None
+    over = censored(gate, d)
+    note = ""
+    if over:  # failed requests within the error budget: over the limit, never dropped
+        x = np.concatenate([x, np.full(over, np.inf)])
+        n = x.size
+        note = f"{over} failed request(s) counted as over the limit (censored: {d.requests.listed(3) if d.requests else ''})"
     b = stats.quantile_bounds(x, st.q, c)
     if gate.direction is None or thr is None:
         outcome, needed = "recorded", None
     else:
         outcome, needed = stats.quantile_decision(x, st.q, c, gate.direction, thr)
     return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
-                method=b.method, needed=needed)
+                method=b.method, needed=needed, note=note)

@@ -138,9 +138,9 @@ class RunResult:
                 raise SampleError(f"{name}: {self._why_empty()}")
             return m.error_rate(self.records)
         if desc.source in (metric_names.RECORDS, metric_names.RUN):
-            return self._from_records(name)
-        if desc.source == metric_names.COUNTERS:
-            return self._from_counters(name)
+            return dataclasses.replace(self._from_records(name), requests=self.request_counts())
+        if desc.source == metric_names.COUNTERS:  # the run's failed requests travel with its rates
+            return dataclasses.replace(self._from_counters(name), requests=self.request_counts())
         if desc.source == metric_names.KV:
             return self.kv_pressure().perfgate_data(name)
         raise SampleError(f"{name}: not measured by a load run")

@@ -97,6 +97,7 @@ def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dic
         "values": [float(x) for x in d.values.tolist()],
         "denominators": None if d.denominators is None else [float(x) for x in d.denominators.tolist()],
         "notes": list(d.notes),
+        "requests": None if d.requests is None else dataclasses.asdict(d.requests),  # failed: censored, budget
     }
 
 
@@ -221,7 +222,7 @@ def load(path: Path) -> Stored:
                 dens = obj.get("denominators")
                 s = Samples(np.asarray(obj["values"], dtype=np.float64), unit(str(obj.get("unit", ""))),
                             str(obj.get("label", "")), None if dens is None else np.asarray(dens, dtype=np.float64),
-                            tuple(obj.get("notes") or ()))
+                            tuple(obj.get("notes") or ()), obj.get("requests"))
                 parts[int(obj["part"])] = s
             else:
                 raise StoreError(f"{path}: data part of unknown type {t!r}")
