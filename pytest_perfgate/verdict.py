@@ -296,7 +296,8 @@ def _on_successful(gate: Gate, data: Any, c: float) -> tuple[float, str]:
         v = _evaluate_single(gate, replace(d, requests=None) if isinstance(d, Samples) else d, c)  # successes only
     except (SampleError, ValueError, TypeError):
         return math.nan, ""
-    return float(v["observed"]), str(v["unit"])
+    observed = float(v["observed"])
+    return (observed, str(v["unit"])) if math.isfinite(observed) else (math.nan, "")
 
 
 def _finish(gate: Gate, v: dict[str, Any], fb_info: tuple[Fallback, ...]) -> Verdict:

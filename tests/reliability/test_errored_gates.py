@@ -162,6 +162,8 @@ def check_outputs(pytester: pytest.Pytester, r: pytest.RunResult, url: str) -> d
     with sqlite3.connect(out / "history.sqlite") as con:
         stored = {g: json.loads(v) for g, v in con.execute("SELECT gate, verdict FROM verdicts")}
     assert {g: stored[g]["unit"] for g in LATENCY} == {g: u for g, (u, _, _) in LATENCY.items()}
+    print(f"figures: {n - failed}/24 requests succeeded; {got['ttft_p95']['note']}; "
+          f"{len(text.splitlines())} terminal lines")  # pytest -s collects the figures
     return got
 
 
