@@ -17,6 +17,7 @@ from . import stats
 from .config import Gate
 from .rules import check_dimension, decide, display_unit, proportion_bounds
 from .samples import Data, MetricSource, Proportion, SampleError, Samples, as_data
+from .text import PER_RUN_METHOD
 from .units import format_value, note_unit, unit
 
 
@@ -98,17 +99,27 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> dict[str, Any]:
     else:
         c2 = 1 - (1 - c) / 2
         b = stats.combine(kind, _side_bounds(st.kind, st.q, a, c2), _side_bounds(st.kind, st.q, r, c2), obs,
-                          "per-run bounds at alpha/2, combined")
+                          PER_RUN_METHOD)
         note = f"{design}; design: each run's one-sided bounds at {c2 * 100:.4g}% combined (requests as the unit)"
         if b.warning:
             note += f"; {b.warning}"
     outcome = decide(gate, b)
     n = min(_n(a), _n(r))
     if outcome == "inconclusive" and not math.isfinite(b.lower) and not math.isfinite(b.upper):
+        needed = _bound_size(st.kind, st.q, c) if b.method == PER_RUN_METHOD else None
         note += "; too few samples per run for a bound"
     details = {"treatment": pa, "reference": pr}
     return dict(outcome=outcome, observed=obs, lower=b.lower, upper=b.upper, n=n, confidence=c,
                 method=b.method, unit=_compare_unit(gate, a), needed=needed, note=note, details=details)
+
+
+def _bound_size(kind: str, q: float | None, c: float) -> int | None:
+    """Samples a run needs before both of its one-sided bounds at 1 - alpha/2 exist (a P99 at 95%:
+    368, the upper bound's log(alpha/2) / log(0.99)); None when not a quantile (no fixed count)."""
+    if kind != "quantile" or q is None:
+        return None
+    a2 = (1 - c) / 2
+    return max(math.ceil(math.log(a2) / math.log(q) - 1e-12), math.ceil(math.log(a2) / math.log(1 - q) - 1e-12))
 
 
 def _compare_unit(gate: Gate, a: Data) -> str:
@@ -139,8 +150,9 @@ def _evaluate_compare_runs(gate: Gate, ra: Sequence[Any], rr: Sequence[Any], c: 
             f"({names[0]} mean {format_value(float(va.mean()), u_a)}, {names[1]} mean {format_value(float(vb.mean()), u_a)})")
     if va.size < 2 or vb.size < 2:
         note += "; a bound needs >= 2 runs per side"
+    needed = 2 if (va.size < 2 or vb.size < 2) and outcome == "inconclusive" else None
     return dict(outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=int(min(va.size, vb.size)),
-                confidence=c, method=b.method, unit=_compare_unit(gate, sides[0][0]), needed=None, note=note,
+                confidence=c, method=b.method, unit=_compare_unit(gate, sides[0][0]), needed=needed, note=note,
                 details={"treatment": float(va.mean()), "reference": float(vb.mean()), "runs": float(va.size + vb.size)})
 
 

@@ -22,9 +22,10 @@ DEFAULT_CONFIDENCE = 0.95
 
 def resolve_confidence(gate: Gate, thresholds: Thresholds | None = None, override: float | None = None) -> float:
     """The confidence ``gate`` is evaluated at: ``override`` (``--perfgate-confidence``), else the
-    gate's ``confidence``, else ``[perfgate] confidence``, else 0.95."""
+    gate's ``confidence``, else ``[perfgate] confidence``, else 0.95. An override never weakens a
+    gate's own ``confidence`` (a gate asking 0.99 stays at 0.99 under ``--perfgate-confidence 0.95``)."""
     if override:
-        return override
+        return max(override, gate.confidence or 0.0)
     if gate.confidence:
         return gate.confidence
     return thresholds.settings.confidence if thresholds else DEFAULT_CONFIDENCE

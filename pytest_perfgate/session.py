@@ -73,6 +73,13 @@ class RunState:
                 self.engines[str(info.get("name", len(self.engines)))] = info
 
     def add_fallback_test(self, nodeid: str, fallback: str, outcome: str, reason: str = "") -> None:
+        """A fallback plan's test result; a test that passed with one of its own gates inconclusive
+        (``inconclusive = "warn"``) does not validate the plan: recorded as "inconclusive"."""
+        unsure = [v["gate"] for v in self.verdicts.get(nodeid, []) if v.get("outcome") == "inconclusive"]
+        if outcome == "passed" and unsure:
+            outcome = "inconclusive"
+            reason = (f"gate(s) {', '.join(unsure)} inconclusive (inconclusive = \"warn\" let the test pass): "
+                      "the plan is not validated")
         self.fallback_tests[nodeid] = {"test": nodeid, "fallback": fallback, "outcome": outcome, "reason": reason}
 
     def all_verdicts(self) -> list[dict[str, Any]]:
@@ -119,7 +126,7 @@ class RunState:
                 d = self.decision(dep)
                 if d is None:
                     out.append(f"phase {ph} depends on {dep}, which has no recorded decision yet")
-                elif d.get("outcome") in ("failed", "fallback", "inconclusive"):
+                elif d.get("outcome") in ("failed", "fallback", "inconclusive", "incomplete"):
                     fbs = ", ".join(d.get("triggered_fallbacks", [])) or "none"
                     out.append(f"phase {ph} depends on {dep}, whose recorded outcome is {d['outcome'].upper()} "
                                f"(run {d.get('run_id')}, triggered: {fbs}); see perfgate.decision({dep!r})")

@@ -74,8 +74,15 @@ def counted(method: str) -> str:
     return "trials" if method in TRIAL_METHODS else "samples"
 
 
+PER_RUN_METHOD = "per-run bounds at alpha/2, combined"
+
+
 def inconclusive_label(needed: int | None, n: int, method: str) -> str:
     """Why a verdict is inconclusive and what would decide it."""
+    if needed and method == PER_RUN_METHOD:  # a comparison with no bound: the count is known, not projected
+        return f"need >= {needed} samples a run ({max(0, needed - n)} more in the smaller) before any bound exists"
+    if needed and method.startswith("Welch t over runs"):
+        return f"need >= {needed} runs a side (interleaved) before any bound exists"
     if needed:
         return (f"need >= {needed} {counted(method)} in all ({max(0, needed - n)} more) "
                 "if the observed rate holds")
