@@ -119,3 +119,25 @@ def test_six_slo_gates_decided_against_a_strict_server(pytester: pytest.Pytester
     r.stdout.fnmatch_lines(["*engine 'mystack': dialect openai (dialect = \"auto\"*",
                             "*streams end without data: ?DONE?*"])
     assert Path(pytester.path / "perfgate-results").is_dir()
+
+
+def test_transformers_serve_stream_shape_counts_the_usage_not_an_extra_chunk() -> None:
+    """transformers serve: text chunks without usage, then a last chunk with empty text, the
+    finish_reason and the usage, then the end of the body (no [DONE]). Both decoders: 3 chunks of
+    output, 4 tokens by the usage, complete at the last event."""
+    from pytest_perfgate.engines.openai.sse import decode_events, decode_generic
+
+    def ev(obj: str) -> bytes:
+        return b"data: " + obj.encode()
+
+    events = [(10, ev('{"choices":[{"index":0,"text":"a"}]}')), (20, ev('{"choices":[{"index":0,"text":"b"}]}')),
+              (30, ev('{"choices":[{"index":0,"text":"c"}]}')),
+              (40, ev('{"choices":[{"finish_reason":"length","index":0,"text":""}],'
+                      '"usage":{"completion_tokens":4,"prompt_tokens":5,"total_tokens":9}}'))]
+    for decode in (decode_events, decode_generic):
+        rec = RequestRecord(index=0)
+        decode(events, rec, "completions")
+        assert rec.ok, rec.error
+        assert rec.chunk_ns == [10, 20, 30] and rec.chunk_tokens == [1, 1, 1]
+        assert rec.output_tokens == 4 and rec.prompt_tokens == 5 and rec.token_count_source == "server"
+        assert rec.end_ns == 40 and rec.finish_reason == "length"

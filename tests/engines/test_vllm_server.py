@@ -90,3 +90,21 @@ def test_failed_start_reports_log_tail(tiny_models: ModelSet) -> None:
         engine.start()
     engine.stop()
     engine.stop()
+
+
+@pytest.mark.needs_engine
+def test_auto_dialect_against_a_real_vllm_server_keeps_every_extension(vllm_server: Any, tools: SimpleNamespace) -> None:
+    """The openai kind with only base_url and model, pointed at vLLM's own server: the probe finds
+    ignore_eos, continuous_usage_stats and token-id prompts accepted, and [DONE] sent."""
+    from pytest_perfgate.engines.openai import OpenAIEngine
+
+    eng = OpenAIEngine("auto", {"base_url": vllm_server.base_url, "model": vllm_server.served_model_name()})
+    try:
+        eng.start()
+        assert eng.dialect.name == "vllm" and eng.dialect.done is True, eng.start_notes
+        assert eng.start_notes == [
+            'dialect vllm (dialect = "auto": the server accepted ignore_eos, continuous_usage_stats, token-id prompts)']
+        rec = tools.run_requests(eng, [Request(tools.token_prompt(40, 40), 6, prompt_tokens=40)])[0]
+        tools.check_stream(rec, 6, 40)
+    finally:
+        eng.stop()
