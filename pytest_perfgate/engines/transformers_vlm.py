@@ -26,6 +26,7 @@ from typing import Any
 
 from ..contract import Clock, EngineError, Request, RequestRecord
 from ..redaction import redact_args
+from ..vision.vlm import cast_to_projector
 
 KIND = "transformers-vlm"
 _KEYS = {"model", "vision_quant", "dtype", "device", "threads"}
@@ -44,27 +45,6 @@ def create(name: str, args: Mapping[str, Any]) -> TransformersVLMEngine:
     if vq not in PATHS:
         raise EngineError(f"[engines.{name}] vision_quant: {vq!r} is not one of {', '.join(PATHS)}")
     return TransformersVLMEngine(name, args)
-
-
-def cast_to_projector(model: Any) -> Any:
-    """Cast the vision tower's features to the projector's dtype as they enter it. transformers'
-    LLaVA projector does not: an fp16 (or bf16) tower before the float32 projector of an fp32 language
-    model is a dtype error ("mat1 and mat2 must have the same dtype"); the fp16 pipeline is exactly
-    that. Returns the hook handle (None when the model has no projector)."""
-    import torch
-
-    proj: Any = getattr(getattr(model, "model", model), "multi_modal_projector", None)
-    if proj is None:
-        return None
-    w = next((p for p in proj.parameters() if p.is_floating_point()), None)
-    if w is None:
-        return None
-
-    def cast(_mod: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(a.to(w.dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != w.dtype
-                     else a for a in args)
-
-    return proj.register_forward_pre_hook(cast)
 
 
 class TransformersVLMEngine:

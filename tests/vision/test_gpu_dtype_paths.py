@@ -20,7 +20,7 @@ def _tiny_llava() -> object:
 
 def test_a_half_precision_tower_feeds_the_float32_projector() -> None:
     """Defect 5: the fp16 pipeline's tower output went into the fp32 projector uncast."""
-    from pytest_perfgate.engines.transformers_vlm import cast_to_projector
+    from pytest_perfgate.vision.vlm import cast_to_projector
 
     m = _tiny_llava()
     m.model.vision_tower.to(torch.bfloat16)  # the CPU's half type; fp16 on CUDA is the same dtype logic
