@@ -132,6 +132,7 @@ class VLLMServerEngine:
         self._guard: procguard.Guarded | None = None
         self.stale_stopped: list[str] = []  # servers of killed sessions stopped before this start
         self._log: Path | None = None
+        self._own_log = True  # a temporary file of ours, deleted at stop (not the session's engine log)
         self._client: Any = None
         self._tokenizer: Any = None
         self.start_seconds: float | None = None
@@ -159,7 +160,7 @@ class VLLMServerEngine:
             "--host", "127.0.0.1", "--port", str(self.port),
             *cli_args(self.args),
         ]  # fmt: skip
-        fd, log = tempfile.mkstemp(prefix=f"perfgate-vllm-server-{self.name}-", suffix=".log")
+        fd, log, self._own_log = _server_log(self.name)
         self._log = Path(log)
         t0 = time.monotonic()
         self.stale_stopped = procguard.stop_stale()
@@ -239,7 +240,7 @@ class VLLMServerEngine:
         guard, self._guard = self._guard, None
         if guard is not None:
             guard.release()
-        if self._log is not None and not keep_log:
+        if self._log is not None and not keep_log and self._own_log:  # never the session's engine log
             with contextlib.suppress(OSError):
                 self._log.unlink()
             self._log = None
@@ -281,6 +282,20 @@ class VLLMServerEngine:
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer().encode(text, add_special_tokens=False))
+
+
+def _server_log(name: str) -> tuple[int, str, bool]:
+    """Where the server writes: the file this process's standard output is pointed at while the
+    engine starts (``engines/<engine>.log`` of the session, ``enginelog.redirect_output``), appended
+    to and kept; else a temporary file, deleted at stop. (fd, path, whether it is our temporary)."""
+    try:
+        target = os.readlink("/proc/self/fd/1")
+        if target.startswith("/") and os.path.isfile(target):
+            return os.open(target, os.O_WRONLY | os.O_APPEND), target, False
+    except OSError:
+        pass
+    fd, log = tempfile.mkstemp(prefix=f"perfgate-vllm-server-{name}-", suffix=".log")
+    return fd, log, True
 
 
 def _terminate_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
