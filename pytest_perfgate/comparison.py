@@ -116,10 +116,9 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> dict[str, Any]:
 def _bound_size(kind: str, q: float | None, c: float) -> int | None:
     """Samples a run needs before both of its one-sided bounds at 1 - alpha/2 exist (a P99 at 95%:
     368, the upper bound's log(alpha/2) / log(0.99)); None when not a quantile (no fixed count)."""
-    if kind != "quantile" or q is None:
-        return None
-    a2 = (1 - c) / 2
-    return max(math.ceil(math.log(a2) / math.log(q) - 1e-12), math.ceil(math.log(a2) / math.log(1 - q) - 1e-12))
+    from .looks import decidable_size
+
+    return decidable_size(kind, q, None, c, "compare")
 
 
 def _compare_unit(gate: Gate, a: Data) -> str:

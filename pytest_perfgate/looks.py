@@ -87,3 +87,15 @@ def unreachable_message(gate: str, kind: str, q: float | None, direction: str | 
     return (f"gate {gate}: a pass is not reachable within max_samples = {max_samples}: even with every sample "
             f"under the threshold a {kind if q is None else f'p{q * 100:g}'} pass at {c:g} needs >= {need} samples "
             f"(raise max_samples, lower the confidence, or gate a lower percentile)")
+
+
+def decidable_size(kind: str, q: float | None, direction: str | None, c: float, compare: str | None) -> int | None:
+    """Fewest requests a run needs before the gate can decide (a pass possible): a quantile gate's
+    early-stopping minimum (P99 at 95%: 299); a quantile comparison's per-run bounds at 1 - alpha/2
+    (P99: 368); None for the other kinds (no fixed count)."""
+    if kind != "quantile" or q is None:
+        return None
+    if compare is None:
+        return min_pass_samples(kind, q, direction, 1 - c)
+    a2 = (1 - c) / 2
+    return max(math.ceil(math.log(a2) / math.log(q) - 1e-12), math.ceil(math.log(a2) / math.log(1 - q) - 1e-12))

@@ -15,7 +15,7 @@ from .model import EngineSpec, Fallback, Gate, Phase, Settings, Statistic
 GATE_KEYS = {
     "phase", "metric", "statistic", "max", "min", "baseline", "fallback", "compare", "runs",
     "confidence", "description", "title", "unit", "bands", "max_samples", "max_seconds", "engine",
-    "params", "record_only", "max_error_rate", "regression", "single",
+    "params", "record_only", "max_error_rate", "regression", "single", "requests",
 }  # fmt: skip
 _COMPARE_DIMS = {"ratio": ("number", "fraction"), "reduction": ("number", "fraction")}
 
@@ -81,6 +81,8 @@ def parse_gate(
         raise c.err(tn, "single", f"only a statistic = \"value\" gate takes one measured number, not {statistic.text!r}")
     if direction is not None and compare is None:
         _check_reachable(c, tn, name, statistic, direction, conf, t, settings or Settings())
+    if direction is not None and "requests" in t:
+        _check_decidable(c, tn, name, statistic, direction, compare, conf, t, settings or Settings())
     return Gate(
         name, phase, metric.name, statistic, direction, threshold, baseline, fb, compare, runs, conf,
         description=c.string(t, "description", tn) or c.string(t, "title", tn),
@@ -171,6 +173,24 @@ def _engine(c: Checker, tn: str, t: Mapping[str, Any], engines: Mapping[str, Eng
         known = ", ".join([*engines, *(b for b in model.BUILTIN_ENGINES if b not in engines)])
         raise c.err(tn, "engine", f"unknown engine {eng!r} (engines: {known})")
     return eng
+
+
+def _check_decidable(
+    c: Checker, tn: str, name: str, st: Statistic, direction: str, compare: str | None, conf: float | None,
+    t: Mapping[str, Any], settings: Settings,
+) -> None:
+    """``requests``: the planned requests a run of this gate. Runs that can never decide it (a P99
+    pass on 100 requests, a P99 comparison below 368 a run) are a usage error naming the size needed."""
+    from ..looks import decidable_size
+
+    n = c.positive(t["requests"], tn, "requests")
+    level = conf if conf is not None else settings.confidence
+    need = decidable_size(st.kind, st.q, direction, level, compare)
+    if need is not None and n < need:
+        what = f"a {st.text} {compare}" if compare else f"a {st.text} pass"
+        raise c.err(tn, "requests", f"gate {name}: its planned runs of {n} requests can never decide it: {what} at "
+                    f"{level:g} needs >= {need} requests a run (raise requests and the runs, gate a lower "
+                    "percentile, or lower the confidence)")
 
 
 def _check_reachable(
