@@ -41,11 +41,13 @@ class Phase1:
     prompt_set_max_tokens: int
     acceptance_rounds: int
     throughput_runs: int = 3
+    warmup: int = 1  # warm-up requests a run, same shape as the measured ones (docs/statistics.md#warm-up)
 
     @property
     def load(self) -> LoadConfig:
-        """Each request once, one at a time, within the time budget; a warm-up request of its own."""
-        return LoadConfig(max_seconds=self.max_seconds, warmup=1)
+        """Each request once, one at a time, within the time budget, after ``warmup`` requests of the
+        same shape (recorded apart, never gated: a cold engine never decides a steady-state gate)."""
+        return LoadConfig(max_seconds=self.max_seconds, warmup=self.warmup)
 
 
 @pytest.fixture(scope="module")

@@ -339,7 +339,7 @@ class Perfgate:
             return got
 
         res = sample_until_decided(
-            keep if self._store is not None else draw, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
+            keep, g, max_samples=max_samples, max_seconds=max_seconds, confidence=self._confidence,
             thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
             first_look=first_look,
         )
@@ -348,7 +348,8 @@ class Perfgate:
         c = resolve_confidence(g, self.thresholds, self._confidence)
         from dataclasses import replace
 
-        v = replace(res.verdict, note=(res.verdict.note + "; " if res.verdict.note else "") + confidence_note(res, c))
+        notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
+        v = replace(res.verdict, note="; ".join(notes))
         if self._store is not None:
             v = self._store(v, res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
@@ -399,6 +400,13 @@ def _engine_infos(data: Any) -> list[Mapping[str, Any]]:
 
     parts = data if isinstance(data, (tuple, list)) and len(data) == 2 else (data,)
     return [p.engine_info for p in parts if isinstance(p, RequestRun) and p.engine_info]
+
+
+def _warmup_note(draws: Sequence[Any]) -> str:
+    """``3 warm-up request(s) excluded ...`` for the runs among ``draws`` (records flagged warm-up)."""
+    n = sum(1 for d in draws for r in getattr(d, "records", ()) if getattr(r, "warmup", False))
+    return (f"{n} warm-up request(s) excluded: sent first, the same shape as the measured ones (a cold engine "
+            "never decides a steady-state gate)") if n else ""
 
 
 def _remembering(draw: Callable[[], Any], last: list[Any]) -> Callable[[], Any]:
