@@ -52,6 +52,13 @@ def test_strict_server_detected_at_start(strict: ScriptedServer) -> None:
         assert ids.ok and ids.output_tokens == 4, ids.error
     finally:
         eng.stop()
+    again = OpenAIEngine("mystack", {"base_url": strict.base_url, "model": "m"})  # a restart in the session
+    try:
+        again.start()
+        assert again.start_notes == ["dialect openai (as learned at this server's first start in this session)"]
+        assert again.dialect.name == "openai" and contract.run_sync(again.counters()) == {}
+    finally:
+        again.stop()
 
 
 def test_a_rejected_field_is_dropped_and_the_request_sent_again(strict: ScriptedServer) -> None:

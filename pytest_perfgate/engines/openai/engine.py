@@ -61,6 +61,9 @@ _ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 _KNOWN = frozenset({"base_url", "model", "api", "api_key_env", "timeout", "metrics_path", "tokenizer",
                     "continuous_usage_stats", "transport", "dialect", "ready_timeout"})
 _TEXT_CACHE = 4096  # token-id prompts kept as detokenized text (prompts cycle through a run)
+# (base_url, model, api, server version) -> the dialect learned there ("remembered for the session":
+# an engine stopped for another and started again neither probes nor says it all again)
+_LEARNED: dict[tuple[str, str, str, str | None], Dialect] = {}
 
 
 class OpenAIEngine:
@@ -157,9 +160,17 @@ class OpenAIEngine:
                 data = None
             if isinstance(data, dict) and "version" in data:
                 self._version = str(data["version"])
+        key = (self.base_url, self.model, self.api, self._version)
+        if self.dialect.learns and key in _LEARNED:  # a restart in this session: what was learned holds
+            self.dialect = _LEARNED[key]
+            await ready.counters_note(self)  # sets no_counters (said at the first start)
+            self.start_notes = [f"dialect {self.dialect.name} (as learned at this server's first start in this session)"]
+            self._started = True
+            return
         d = self.dialect
         if d.learns:
             await ready.probe(self)
+            _LEARNED[key] = d
         notes = [f"dialect {d.decided}", *d.notes]
         if d.done is False:
             notes.append("streams end without data: [DONE]; a finish_reason and the end of the body complete them")
