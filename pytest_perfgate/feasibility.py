@@ -28,4 +28,12 @@ def check(th: Thresholds, default: str | None, aliases: Mapping[str, str],
     lines = [f"perfgate: {m}" for m in bad.values()]
     if results and not bad:
         lines.append(f"perfgate: floors: {len(results)} gate(s) within physical reach")
-    return lines, bad
+    try:  # the selected vLLM engines built with vLLM's own config classes (preflight/)
+        from .preflight import header
+
+        pre_lines, pre_bad = header(th, default, aliases)
+    except Exception as e:
+        return [*lines, f"perfgate: preflight not run: {type(e).__name__}: {e}"], bad
+    for g, m in pre_bad.items():
+        bad[g] = f"{bad[g]}; {m}" if g in bad else m
+    return [*lines, *(f"perfgate: {x}" for x in pre_lines)], bad

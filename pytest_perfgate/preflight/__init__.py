@@ -120,9 +120,10 @@ class _Builder:
 
 
 def run(th: Thresholds, aliases: Mapping[str, str] | None = None,
-        embedded: Callable[[], Any] | None = None) -> Report:
-    """Build every ``[engines.*]`` of a vLLM kind and the fallback variants of the engine that plays
-    ``speculative`` (``aliases``), else of every configured engine with a ``speculative_config``."""
+        embedded: Callable[[], Any] | None = None, only: set[str] | None = None) -> Report:
+    """Build every ``[engines.*]`` of a vLLM kind (or those in ``only``) and the fallback variants of
+    the engine that plays ``speculative`` (``aliases``), else of every configured engine with a
+    ``speculative_config``."""
     from .build import quiet_vllm
 
     t0 = time.perf_counter()
@@ -130,6 +131,8 @@ def run(th: Thresholds, aliases: Mapping[str, str] | None = None,
     with tempfile.TemporaryDirectory(prefix="perfgate-preflight-") as tmp, quiet_vllm():
         b = _Builder(th, Path(tmp), embedded)
         for name, spec in th.engines.items():
+            if only is not None and name not in only:
+                continue
             if spec.kind not in VLLM_KINDS:
                 b.report.skipped.append(f"[engines.{name}]: kind {spec.kind!r} is not a vLLM kind (nothing to build)")
                 continue
@@ -154,4 +157,28 @@ def _parents(th: Thresholds, name: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-__all__ = ["GPU", "NOTE", "REFUSED", "WARN", "Finding", "Report", "run"]
+def header(th: Thresholds, default: str | None, aliases: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The pytest header's preflight: (lines, {gate: line} of the gates whose engine vLLM refuses or
+    that will not start) for the configured vLLM engines this session selects (``--perfgate-engine``);
+    nothing for the embedded default (its own tests build it). ``PERFGATE_PREFLIGHT=0`` skips it."""
+    import os
+
+    from ..requirements import installed
+
+    chosen = {n for n in (default, *aliases.values()) if n and n in th.engines and th.engines[n].kind in VLLM_KINDS}
+    if not chosen or os.environ.get("PERFGATE_PREFLIGHT", "1") == "0" or not installed("vllm"):
+        return [], {}
+    report = run(th, aliases, only=chosen)
+    role_of = {**({r: default for r in ("baseline", "speculative")} if default else {}), **aliases}
+    bad_engines = {f.engine.split(" ")[0]: f.line() for f in report.findings if f.level in (REFUSED, WARN)}
+    bad: dict[str, str] = {}
+    for g in th.gates.values():
+        for role in (g.engine, *(g.runs or ())):
+            name = role_of.get(role or "", "")
+            line = bad_engines.get(name)
+            if line:
+                bad.setdefault(g.name, f"gate {g.name}: engine {name}: {line}")
+    return report.lines(), bad
+
+
+__all__ = ["GPU", "NOTE", "REFUSED", "WARN", "Finding", "Report", "header", "run"]
