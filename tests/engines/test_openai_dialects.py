@@ -148,3 +148,35 @@ def test_transformers_serve_stream_shape_counts_the_usage_not_an_extra_chunk() -
         assert rec.chunk_ns == [10, 20, 30] and rec.chunk_tokens == [1, 1, 1]
         assert rec.output_tokens == 4 and rec.prompt_tokens == 5 and rec.token_count_source == "server"
         assert rec.end_ns == 40 and rec.finish_reason == "length"
+
+
+def test_metrics_without_vllm_names_are_said_not_available() -> None:
+    """A server whose /metrics has other names (SGLang's sglang:..., TGI's tgi_...): said once at start."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from pytest_perfgate.engines.openai import ready
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = b"# TYPE sglang:num_requests_total counter\nsglang:num_requests_total 3\ntgi_queue_size 0\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    eng = OpenAIEngine("sg", {"base_url": f"http://127.0.0.1:{srv.server_address[1]}", "model": "m"})
+    try:
+        note = contract.run_sync(ready.counters_note(eng))
+        assert note == ("counters: /metrics has no vLLM counter names (found: sglang:num_requests, tgi_queue_size); "
+                        "acceptance, prefix-cache and KV-cache metrics are not available from this server")
+        assert not eng.no_counters
+    finally:
+        eng.stop()
+        srv.shutdown()
+        srv.server_close()
