@@ -209,6 +209,22 @@ def proportion_needed(k: int, n: int, c: float, direction: str, thr: float, desi
     return max(n + 1, math.ceil(got * max(design_effect, 1.0)))
 
 
+def paired_difference_bounds(b: int, d: int, n: int, c: float) -> Bounds:
+    """Bounds of a paired difference of two accuracies, (b - d) / n: ``b`` pairs right only with the
+    first (reference), ``d`` right only with the second, of ``n`` pairs (McNemar-style, exact). The
+    difference is delta (2 pi - 1), delta = P(discordant), pi = P(first right | discordant): Clopper-
+    Pearson bounds of delta (m = b + d of n) and of pi (b of m, exact given m), each at 1 - alpha/2,
+    and the extreme of delta (2 pi - 1) over that rectangle (Bonferroni: together at >= c)."""
+    m = b + d
+    c2 = 1 - (1 - c) / 2
+    dl = clopper_pearson(m, n, c2)
+    pi = clopper_pearson(b, m, c2) if m else Bounds(math.nan, 0.0, 1.0, "clopper-pearson")
+    hi_f, lo_f = 2 * pi.upper - 1, 2 * pi.lower - 1
+    upper = max(dl.upper * hi_f, dl.lower * hi_f)
+    lower = min(dl.upper * lo_f, dl.lower * lo_f)
+    return Bounds((b - d) / n if n else math.nan, lower, upper, "exact paired (discordant pairs)")
+
+
 # ---------------------------------------------------------------- means (skewness-corrected t)
 
 MEAN_MIN_N = looks.MEAN_MIN_N  # defined with the look schedule, which must not import numpy
@@ -413,9 +429,12 @@ def _log_transform(kind: str, lo: float, hi: float, observed: float, method: str
     return Bounds(observed, 1 - math.exp(hi), 1 - math.exp(lo), method)
 
 
-def ratio_of_sums_compare(kind: str, a_num: Array, a_den: Array, b_num: Array, b_den: Array, c: float) -> Bounds:
+def ratio_of_sums_compare(kind: str, a_num: Array, a_den: Array, b_num: Array, b_den: Array, c: float,
+                          run_cv: float = 0.0) -> Bounds:
     """Ratio (or reduction) of two ratios of sums, e.g. throughputs of two sequential runs: Welch t on
-    log(R_a) - log(R_b), each log-ratio's variance from the CR2 ratio-estimator variance (delta method)."""
+    log(R_a) - log(R_b), each log-ratio's variance from the CR2 ratio-estimator variance (delta method),
+    plus ``run_cv``: an assumed run-to-run coefficient of variation of each run's level, a known
+    variance log(1 + cv^2) a run that one run a side cannot measure."""
     ra, rb = float(a_num.sum() / a_den.sum()), float(b_num.sum() / b_den.sum())
     obs = ra / rb if kind == "ratio" else 1 - ra / rb
     method = "Welch t on the log ratio of sums"
@@ -423,7 +442,15 @@ def ratio_of_sums_compare(kind: str, a_num: Array, a_den: Array, b_num: Array, b
         return Bounds(obs, -math.inf, math.inf, method)
     va = ratio_variance(a_num, a_den)[1] / (ra * ra)  # delta method: var(log R) = var(R) / R^2
     vb = ratio_variance(b_num, b_den)[1] / (rb * rb)
-    lo, hi = _log_welch(math.log(ra), va, a_num.size - 1, math.log(rb), vb, b_num.size - 1, c)
+    if run_cv > 0:
+        extra = 2 * math.log1p(run_cv * run_cv)  # known, so it adds no Welch degrees of freedom
+        v = va + vb + extra
+        den = va * va / (a_num.size - 1) + vb * vb / (b_num.size - 1)
+        half = float(spc.stdtrit(v * v / den, c) if den > 0 else spc.ndtri(c)) * math.sqrt(v)
+        d = math.log(ra) - math.log(rb)
+        lo, hi = d - half, d + half
+    else:
+        lo, hi = _log_welch(math.log(ra), va, a_num.size - 1, math.log(rb), vb, b_num.size - 1, c)
     return _log_transform(kind, lo, hi, obs, method)
 
 

@@ -300,6 +300,19 @@ def _on_successful(gate: Gate, data: Any, c: float) -> tuple[float, str]:
     return (observed, str(v["unit"])) if math.isfinite(observed) else (math.nan, "")
 
 
+def _paired(gate: Gate, x: Any, c: float, base: dict[str, Any]) -> dict[str, Any]:
+    """A gate with ``params = { paired = "discordant" }``: per-pair differences in {-1, 0, 1} (e.g. an
+    image right with the reference only: +1), bounded exactly on the discordant pairs."""
+    if not np.all(np.isin(x, (-1.0, 0.0, 1.0))):
+        raise SampleError(f"gate {gate.name}: params.paired = \"discordant\" takes one value per pair in "
+                          "{-1, 0, 1} (first right only: 1, second right only: -1)")
+    b, d = int(np.count_nonzero(x == 1.0)), int(np.count_nonzero(x == -1.0))
+    bnd = stats.paired_difference_bounds(b, d, int(x.size), c)
+    note = f"paired: {b} pairs right with the reference only, {d} with the other only, of {x.size}"
+    return dict(base, outcome=decide(gate, bnd), observed=bnd.observed, lower=bnd.lower, upper=bnd.upper,
+                n=int(x.size), method=bnd.method, note=note)
+
+
 def _finish(gate: Gate, v: dict[str, Any], fb_info: tuple[Fallback, ...]) -> Verdict:
     band = None
     if gate.bands and math.isfinite(v["observed"]):
@@ -363,6 +376,8 @@ def _evaluate_single(gate: Gate, d: Data, c: float) -> dict[str, Any]:
                         note="one measured number has no confidence bound: repeat the run (the runs' values are "
                              "then gated by their mean) or set single = true on the gate to accept one measurement")
         # several run-level values: repeated runs, gated by their mean
+    if st.kind == "mean" and gate.params.get("paired") == "discordant":
+        return _paired(gate, x, c, base)
     if st.kind in ("mean", "value"):
         b = stats.mean_bounds(x, c, gate.direction)
         outcome = decide(gate, b)

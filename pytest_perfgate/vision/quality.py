@@ -8,10 +8,11 @@ Two measures on the ``eval`` images, overall and per subset:
   image ``d = [reference correct] - [quantized correct]`` in {-1, 0, 1}, whose mean is the top-1
   accuracy drop in points.
 
-Gates take the per-image values as samples of the ``mean`` statistic: the bound is a one-sided
-t bound over images (Hall's skewness correction; see ``docs/statistics.md``) of the paired
-differences, so the confidence is over images, and a gate passes only when the upper bound is
-under the threshold.
+The top-1 gates (``params = { paired = "discordant" }``) bound the drop as a paired comparison:
+exactly, on the discordant images (right with one encoder only; McNemar-style, see
+``stats.paired_difference_bounds`` and ``docs/statistics.md``), so the confidence is over images
+and a gate passes only when the upper bound is under the threshold. The embedding losses stay
+``mean`` gates (record-only).
 """
 
 from __future__ import annotations
