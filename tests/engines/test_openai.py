@@ -97,13 +97,19 @@ def test_faults_become_errors(engine: OpenAIEngine, fault: dict[str, object], ex
     assert "\n" not in rec.error and len(rec.error) < 300
 
 
-def test_stream_without_done_but_with_finish_reason_is_complete(server: ScriptedServer, engine: OpenAIEngine) -> None:
+@pytest.mark.parametrize("transport", ["raw", "aiohttp"])
+def test_stream_without_done_but_with_finish_reason_is_complete(server: ScriptedServer, transport: str) -> None:
     """transformers serve sends no data: [DONE]: a finish_reason and the end of the body complete a stream."""
-    server.reset()
-    rec = generate(engine, Request(prompt="x y", max_tokens=5, extra={"perfgate": {"fault": "no_done", "ttft": 0.001}}))
-    assert rec.ok, rec.error
-    assert rec.output_tokens == 5 and rec.finish_reason == "length"
-    assert rec.end_ns == rec.chunk_ns[-1] or (rec.end_ns is not None and rec.end_ns >= rec.chunk_ns[-1])
+    eng = OpenAIEngine("e", {"base_url": server.base_url, "model": "m", "transport": transport})
+    try:
+        for api in ("completions", "chat"):
+            rec = generate(eng, Request(prompt="x y", max_tokens=5, api=api,
+                                        extra={"perfgate": {"fault": "no_done", "ttft": 0.001}}))
+            assert rec.ok, rec.error
+            assert rec.output_tokens == 5 and rec.finish_reason == "length"
+            assert rec.end_ns is not None and rec.end_ns >= rec.chunk_ns[-1]
+    finally:
+        eng.stop()
 
 
 def test_connection_refused() -> None:
