@@ -1,4 +1,5 @@
-"""Engine kind ``openai``: any OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp).
+"""Engine kind ``openai``: any OpenAI-compatible streaming server (vLLM, SGLang, TGI, llama.cpp,
+``transformers serve``, a strict OpenAI-spec server).
 
 Arguments (``[engines.NAME]`` table): ``base_url`` (``http://127.0.0.1:8000``), ``model``,
 ``api`` (``"completions"`` | ``"chat"``; a request's own ``api`` wins), ``api_key_env`` (the *name*
@@ -6,8 +7,8 @@ of an environment variable holding the key; the key is never stored in :meth:`in
 errors), ``timeout`` (seconds per request, default 600), ``metrics_path`` (``"/metrics"``),
 ``tokenizer`` (path or name for exact-length prompts; default: ``model``) and
 ``continuous_usage_stats`` (default true: ask vLLM/SGLang for cumulative usage in every chunk, which
-gives exact tokens per chunk under speculative decoding; servers that do not know the option
-send it only where the server takes it, see ``dialect``).
+gives exact tokens per chunk under speculative decoding; sent only where the server takes it, see
+``dialect``).
 
 ``dialect`` (default ``"auto"``): which of vLLM's extensions to send (``ignore_eos``,
 ``stream_options.continuous_usage_stats``, token-id prompts; :mod:`.dialect`). ``"vllm"`` sends them
