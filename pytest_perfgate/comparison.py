@@ -93,9 +93,10 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> dict[str, Any]:
                 "(A B A B) or set single = true on the gate")
     elif (st.kind == "value" and kind != "difference" and isinstance(a, Samples) and isinstance(r, Samples)
           and a.denominators is not None and r.denominators is not None):
-        b = stats.ratio_of_sums_compare(kind, a.values, a.denominators, r.values, r.denominators, c)
-        note = (f"{design}; design: requests as the unit ({a.n} vs {r.n}), assumes no run-to-run variance "
-                "(interleave runs A B A B to measure it)")
+        cv = _run_cv(gate)
+        b = stats.ratio_of_sums_compare(kind, a.values, a.denominators, r.values, r.denominators, c, cv)
+        note = (f"{design}; design: requests as the unit ({a.n} vs {r.n}), assumes no run-to-run variance beyond "
+                f"a CV of {cv:.0%} a run (params.run_cv, in the bound; interleave runs A B A B to measure it)")
     else:
         c2 = 1 - (1 - c) / 2
         b = stats.combine(kind, _side_bounds(st.kind, st.q, a, c2), _side_bounds(st.kind, st.q, r, c2), obs,
@@ -111,6 +112,18 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> dict[str, Any]:
     details = {"treatment": pa, "reference": pr}
     return dict(outcome=outcome, observed=obs, lower=b.lower, upper=b.upper, n=n, confidence=c,
                 method=b.method, unit=_compare_unit(gate, a), needed=needed, note=note, details=details)
+
+
+RUN_CV = 0.05  # the run-to-run CV a one-run-a-side ratio assumes unless the gate says (params.run_cv)
+
+
+def _run_cv(gate: Gate) -> float:
+    raw = gate.params.get("run_cv", RUN_CV)
+    if isinstance(raw, str) and raw.strip().endswith("%"):
+        raw = float(raw.strip()[:-1]) / 100
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw < 0:
+        raise SampleError(f"gate {gate.name}: params.run_cv must be a fraction >= 0 (e.g. 0.05 or \"5%\"), got {raw!r}")
+    return float(raw)
 
 
 def _bound_size(kind: str, q: float | None, c: float) -> int | None:
