@@ -23,6 +23,7 @@ from pytest_perfgate.preflight.plans import (
     switch_draft,
     tiered_kv,
 )
+from pytest_perfgate.verdict import best_of
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,10 @@ def test_switch_draft_model(perfgate: Perfgate, perfgate_engines: Engines, plans
         results[draft] = acc
         perfgate.note(f"candidate draft {draft}: acceptance {acc.successes}/{acc.trials}"
                       f" = {acc.successes / max(1, acc.trials):.1%}")
-    best = max(results, key=lambda d: results[d].successes / max(1, results[d].trials))
+    # the best of K by point estimate, gated at 1 - alpha/K: choosing the best and gating it at c
+    # would pass a truth on the threshold up to K times as often (docs/statistics.md)
+    best, verdict = best_of(results, perfgate.gate("draft_acceptance"), thresholds=perfgate.thresholds,
+                            confidence=perfgate.confidence)
     perfgate.note(f"best draft: {best}")
-    perfgate.check(results[best], gate="draft_acceptance")
+    perfgate.record(verdict)
+    perfgate.raise_for(verdict)

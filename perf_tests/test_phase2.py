@@ -30,7 +30,8 @@ def _run_pipeline(perfgate_engines: Any, role: str, vision: Any, phase2: dict[st
     from pytest_perfgate.progress import progress_printer
     from pytest_perfgate.vision.vlm import make_vlm
 
-    cfg = LoadConfig(mode="sequential", num_requests=len(reqs), max_seconds=phase2["max_seconds"], warmup=1)
+    cfg = LoadConfig(mode="sequential", num_requests=len(reqs), max_seconds=phase2["max_seconds"],
+                     warmup=int(phase2.get("warmup", 3)))  # the cold first requests never gated (statistics.md#warm-up)
     if role in phase2:
         return perfgate_engines.run(str(phase2[role]), reqs, cfg)
     perfgate_engines.stop()  # engines never run side by side

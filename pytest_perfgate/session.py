@@ -405,7 +405,7 @@ def _engine_infos(data: Any) -> list[Mapping[str, Any]]:
 def _warmup_note(draws: Sequence[Any]) -> str:
     """``3 warm-up request(s) excluded ...`` for the runs among ``draws`` (records flagged warm-up)."""
     n = sum(1 for d in draws for r in getattr(d, "records", ()) if getattr(r, "warmup", False))
-    return (f"{n} warm-up request(s) excluded: sent first, the same shape as the measured ones (a cold engine "
+    return (f"{n} warm-up request(s) excluded: sent first, shaped like the measured ones (a cold engine "
             "never decides a steady-state gate)") if n else ""
 
 

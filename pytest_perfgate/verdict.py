@@ -235,6 +235,27 @@ def evaluate(
     return _finish(gate, v, _fallback_info(gate, thresholds))
 
 
+def best_of(candidates: Mapping[str, Any], gate: Gate, *, thresholds: Thresholds | None = None,
+            confidence: float | None = None) -> tuple[str, Verdict]:
+    """The best of ``candidates`` (name -> data, e.g. one acceptance per candidate draft) by point
+    estimate in the gate's direction, and its verdict at ``1 - (1 - c) / K`` for K candidates: picking
+    the best of K and gating it at c passes a truth on the threshold up to K times as often
+    (Bonferroni over the candidates keeps the false pass <= 1 - c)."""
+    if not candidates:
+        raise ValueError(f"gate {gate.name}: no candidates to choose from")
+    c = resolve_confidence(gate, thresholds, confidence)
+    k = len(candidates)
+
+    def point(d: Any) -> float:
+        x = as_data(d, gate.metric, label=gate.name)
+        return x.successes / max(x.trials, 1) if isinstance(x, Proportion) else float(np.mean(x.values))
+
+    pick = (max if gate.direction != "max" else min)(candidates, key=lambda n: point(candidates[n]))
+    v = evaluate(gate, candidates[pick], confidence=1 - (1 - c) / k, thresholds=thresholds)
+    note = f"best of {k} candidates ({pick}), each at {1 - (1 - c) / k:.4g} confidence (Bonferroni over the {k})"
+    return pick, replace(v, note="; ".join(x for x in (v.note, note) if x))
+
+
 def counts_requests(gate: Gate) -> bool:
     """A gate on the failed fraction itself (``error_rate``): decided like any proportion gate
     (Clopper-Pearson bounds against its max), never an "error" for the failures it measures."""
