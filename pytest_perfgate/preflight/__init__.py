@@ -168,9 +168,10 @@ def header(th: Thresholds, default: str | None, aliases: Mapping[str, str]) -> t
     chosen = {n for n in (default, *aliases.values()) if n and n in th.engines and th.engines[n].kind in VLLM_KINDS}
     if not chosen or os.environ.get("PERFGATE_PREFLIGHT", "1") == "0" or not installed("vllm"):
         return [], {}
-    report = run(th, aliases, only=chosen)
+    doc = _in_child(th, aliases, chosen)
     role_of = {**({r: default for r in ("baseline", "speculative")} if default else {}), **aliases}
-    bad_engines = {f.engine.split(" ")[0]: f.line() for f in report.findings if f.level in (REFUSED, WARN)}
+    findings = [Finding(**f) for f in doc["findings"]]
+    bad_engines = {f.engine.split(" ")[0]: f.line() for f in findings if f.level in (REFUSED, WARN)}
     bad: dict[str, str] = {}
     for g in th.gates.values():
         for role in (g.engine, *(g.runs or ())):
@@ -178,7 +179,23 @@ def header(th: Thresholds, default: str | None, aliases: Mapping[str, str]) -> t
             line = bad_engines.get(name)
             if line:
                 bad.setdefault(g.name, f"gate {g.name}: engine {name}: {line}")
-    return report.lines(), bad
+    return list(doc["lines"]), bad
+
+
+def _in_child(th: Thresholds, aliases: Mapping[str, str], only: set[str]) -> dict[str, Any]:
+    """The report from ``python -m pytest_perfgate.preflight`` (vLLM stays out of this process)."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "pytest_perfgate.preflight", str(th.path),
+           *(f"--engine={r}={n}" for r, n in aliases.items()), *(f"--only={n}" for n in sorted(only))]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"python -m pytest_perfgate.preflight exited {p.returncode}: {tail}")
+    doc: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
+    return doc
 
 
 __all__ = ["GPU", "NOTE", "REFUSED", "WARN", "Finding", "Report", "header", "run"]
