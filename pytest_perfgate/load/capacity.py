@@ -15,8 +15,8 @@ e.g. P99 TTFT <= a and P99 TPOT <= b, and the server keeps up (no saturation). M
   incomplete-beta form, for real arguments).
 * **Multiplicity**: k terms, each at ``1 - (1 - c) / k`` (Bonferroni; valid whatever their
   dependence).
-* **Saturation** (open-loop levels): achieved rate (completions over their own span) below 90% of
-  the offered rate, or requests in flight growing (mean of the last third of sends over the
+* **Saturation** (open-loop levels): achieved rate (completed requests over first send to last
+  completion) below 90% of the offered rate, or requests in flight growing (mean of the last third of sends over the
   middle third > 2): the level fails as *saturated*, whatever its latencies. The guard can only turn
   a pass into a fail, so it spends no error budget.
 * **Search** (:func:`capacity_gate`): levels in increasing order, each tested at the full ``1 - c``
@@ -175,7 +175,8 @@ def _needed(frac_over: float, tau: float, q: float, alpha: float) -> int | None:
 
 @dataclass(frozen=True)
 class Load:
-    """How a level kept up: offered and achieved request rates (req/s), in-flight growth."""
+    """How a level kept up: offered (schedule) and achieved (completed / first send to last
+    completion) request rates, req/s, and in-flight growth."""
 
     offered: float | None  # None for a closed loop (concurrency)
     achieved: float | None
@@ -191,7 +192,8 @@ class Load:
 
 
 def load_of(records: Sequence[RequestRecord], open_loop: bool) -> Load:
-    """Offered rate (the schedule's), achieved rate (completions over their span), in-flight growth."""
+    """Offered rate (the schedule's), achieved rate (completed requests / first send to last
+    completion), in-flight growth."""
     meas = [r for r in m.measured(records) if r.sent_ns]
     sched = [r.scheduled_ns for r in meas if r.scheduled_ns is not None] if open_loop else []
     done = [float(r.end_ns or r.chunk_ns[-1]) if r.ok and r.chunk_ns else math.inf for r in meas]
@@ -201,8 +203,10 @@ def load_of(records: Sequence[RequestRecord], open_loop: bool) -> Load:
 
 def load_from_times(scheduled: Array, sent: Array, done: Array, open_loop: bool) -> Load:
     """:func:`load_of` from times (any unit of ns; ``done`` inf for a failed request)."""
-    ends = np.sort(done[np.isfinite(done)])
-    achieved = (ends.size - 1) * 1e9 / (ends[-1] - ends[0]) if ends.size > 1 and ends[-1] > ends[0] else None
+    ends = done[np.isfinite(done)]
+    start = float(sent.min()) if sent.size else math.nan
+    # completed requests over first send to last completion (the request throughput of the run)
+    achieved = ends.size * 1e9 / (float(ends.max()) - start) if ends.size and ends.max() > start else None
     if not open_loop:
         return Load(None, achieved, None)
     sched = np.sort(scheduled)
