@@ -111,8 +111,9 @@ def test_plan_b_sequence_parallel(perfgate: Perfgate, perfgate_engines: Engines,
     _needs_vllm(perfgate_engines, "plan B", "for context parallelism")
     gpus = perfgate_engines.gpus()
     if gpus == 0:
-        pytest.skip("plan B (vLLM prefill_context_parallel_size / decode_context_parallel_size) needs CUDA GPUs; "
-                    "this machine has none (vLLM's CPU backend has no context parallelism)")
+        pytest.skip("plan B (vLLM prefill_context_parallel_size / decode_context_parallel_size) needs >= 2 CUDA GPUs "
+                    "(how many for this model: see the skip on a GPU runner or `perfgate check`); this machine has "
+                    "none (vLLM's CPU backend has no context parallelism)")
     spec, model = perfgate_engines.spec("speculative"), _model(perfgate_thresholds, perfgate_engines)
     if model is None:
         pytest.skip(f"plan B: no shape of {spec.args.get('model')!r} (config.json or [models.*]) to tell which "
