@@ -164,3 +164,45 @@ def test_one_term_at_the_full_error_budget_at_the_boundary() -> None:
     got = float(np.mean([decide_term(TERMS[0], s, C).decision == "pass" for s in soj]))
     print(f"boundary, TTFT only at 95%, {n} requests: false pass {got:.3f} over {trials} trials")
     assert got <= _limit(trials)
+
+
+def closed_loop(rng: np.random.Generator, trials: int, n: int, users: int, mu: float) -> np.ndarray:
+    """Sojourn times, trials x n, of a closed loop of ``users`` with no think time on one FCFS
+    exponential server: request i waits for the users - 1 requests ahead of it, so its TTFT is
+    the sum of services i - users + 1 .. i (the first ``users`` are sent at once)."""
+    c = np.cumsum(rng.exponential(1 / mu, (trials, n)), axis=1)
+    lag = np.concatenate([np.zeros((trials, 1)), c], axis=1)  # lag[:, j] = sum of the first j services
+    idx = np.arange(n)
+    return c - lag[:, np.maximum(0, idx - users + 1)]
+
+
+def _closed_pass_rate(trials: int, n: int, target: int, capacity_users: int, seed: int) -> float:
+    from scipy import stats as sps
+
+    rng = np.random.default_rng(seed)
+    mu = float(sps.gamma.ppf(0.99, capacity_users)) / TTFT_LIMIT  # P99 TTFT = a exactly at capacity_users
+    sigma = 0.3
+    tpot_mu = math.log(0.6 * TPOT_LIMIT) - 2.326 * sigma
+    lvls: list[list[Level]] = [[] for _ in range(trials)]
+    for users in (2, target // 2, target):
+        soj = closed_loop(rng, trials, n, users, mu)
+        tpot = rng.lognormal(tpot_mu, sigma, (trials, n))
+        times = np.arange(n, dtype=np.float64)
+        for t in range(trials):
+            load = load_from_times(np.array([]), times, times + 1, open_loop=False)
+            lvls[t].append(decide_level(users, {"ttft": soj[t], "tpot": tpot[t]}, load, TERMS, C))
+    return float(np.mean([capacity_gate(lv, target=target, unit="concurrent requests").outcome == "pass"
+                          for lv in lvls]))
+
+
+@pytest.mark.parametrize(("capacity", "n", "floor"), [(8, 3000, None), (12, 8000, 0.90)])
+def test_concurrency_capacity_boundary_and_power(capacity: int, n: int, floor: float | None) -> None:
+    """Closed loop, target 8 concurrent requests: capacity exactly 8 (false pass), 12 (power)."""
+    trials = 1000
+    got = _closed_pass_rate(trials, n, 8, capacity, seed=20 + capacity)
+    print(f"closed loop, target 8 users, capacity {capacity} users, {n} requests a level: passes {got:.3f} "
+          f"of {trials}")
+    if floor is None:
+        assert got <= _limit(trials)
+    else:
+        assert got >= floor
