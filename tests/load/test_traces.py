@@ -82,6 +82,16 @@ def test_burstgpt_rows_have_exact_lengths_and_offsets(tmp_path: Path, tok: Any) 
     assert [r.arrival for r in tr] == [0.0, 2.25] and tr.duration == 2.25
     assert [len(r.prompt) for r in tr] == [40, 64] and [r.max_tokens for r in tr] == [12, 3]
     assert tr[0].prompt != tr[1].prompt[:40]
+    assert tr[0].prompt[0] == tr[1].prompt[0] == 1  # BOS first, counted in the length
+
+
+def test_length_only_prompts_are_unique_and_seeded(tmp_path: Path, tok: Any) -> None:
+    rows = "".join(f"{i * 0.5},m,32,4,36,x\n" for i in range(50))
+    p = _write(tmp_path, "same.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + rows)
+    a, b = traces.load(p, tokenizer=tok), traces.load(p, tokenizer=tok)
+    assert [r.prompt for r in a] == [r.prompt for r in b]  # the same file and seed: the same prompts
+    assert len({r.prompt[:24] for r in a}) == 50  # no two share a prefix-cache block by accident
+    assert [r.prompt for r in traces.load(p, tokenizer=tok, seed=1)] != [r.prompt for r in a]
 
 
 def test_mooncake_equal_hash_ids_share_real_prefixes(tmp_path: Path, tok: Any) -> None:
