@@ -81,10 +81,43 @@ def ratio_bound(treatment: Sequence[float], reference: Sequence[float], confiden
             raise ValueError(f"ratio_bound: {name} values must be finite and > 0, got {a.tolist()}")
     if not 0 < confidence < 1 or candidates < 1:
         raise ValueError(f"ratio_bound: confidence {confidence} must be in (0, 1), candidates {candidates} >= 1")
-    d = np.sort((np.log(x)[:, None] - np.log(y)[None, :]).ravel())
     alpha = (1 - confidence) / candidates
+    if (np.ptp(x) == 0) != (np.ptp(y) == 0):  # one side without spread: no shift model holds (sign bounds)
+        return _sign_ratio(x, y, confidence, alpha)
+    d = np.sort((np.log(x)[:, None] - np.log(y)[None, :]).ravel())
     k = rank_for(x.size, y.size, alpha)
     est = float(np.exp(np.median(d)))
     if k == 0:
         return RatioBound(est, 0.0, math.inf, confidence, x.size, y.size, 0)
     return RatioBound(est, float(np.exp(d[k - 1])), float(np.exp(d[d.size - k])), confidence, x.size, y.size, k)
+
+
+def _sign_ratio(x: np.ndarray, y: np.ndarray, confidence: float, alpha: float) -> RatioBound:
+    """The ratio of medians when one side's repeats are all equal (e.g. a deterministic default batch):
+    a Mann-Whitney shift interval assumes both sides share a shape, which a point mass cannot (false
+    pass 8-12% with both candidates at exactly 2x). The varying side's median is bounded by its order
+    statistics (exact sign bounds: rank k with P(Binomial(n, 1/2) <= k - 1) <= alpha), the constant
+    side is its value. No bound below log(alpha)/log(1/2) repeats (6 at 0.025)."""
+    flip = np.ptp(x) == 0
+    v, const = (y, float(x[0])) if flip else (x, float(y[0]))
+    n = v.size
+    k = 0
+    while k < n and sum(math.comb(n, j) for j in range(k + 1)) / 2**n <= alpha + 1e-12:
+        k += 1
+    srt = np.sort(v)
+    med = float(np.median(v))
+    if k == 0:
+        est = const / med if flip else med / const
+        return RatioBound(est, 0.0, math.inf, confidence, x.size, y.size, 0)
+    lo_v, hi_v = float(srt[k - 1]), float(srt[n - k])
+    if flip:  # constant treatment over a varying reference
+        return RatioBound(const / med, const / hi_v, const / lo_v, confidence, x.size, y.size, k)
+    return RatioBound(med / const, lo_v / const, hi_v / const, confidence, x.size, y.size, k)
+
+
+def runs_needed(treatment: Sequence[float], reference: Sequence[float], alpha: float) -> int:
+    """Repeats a setting needs before any bound exists: the Mann-Whitney minimum, or the sign
+    bound's log(alpha) / log(1/2) when one side's repeats are all equal."""
+    if (np.ptp(np.asarray(treatment)) == 0) != (np.ptp(np.asarray(reference)) == 0):
+        return math.ceil(math.log(alpha) / math.log(0.5) - 1e-12)
+    return min_runs(alpha)

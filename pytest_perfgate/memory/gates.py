@@ -13,7 +13,7 @@ from dataclasses import replace
 from ..config import Gate, Thresholds
 from ..rules import resolve_confidence
 from ..verdict import Verdict
-from .compare import min_runs, ratio_bound
+from .compare import ratio_bound, runs_needed
 from .stats import DEFAULT_DEFINITION, MemoryReport, check_definition
 from .sweep import SweepResult
 
@@ -57,7 +57,7 @@ def batch_ratio_verdict(gate: Gate, sweep: SweepResult, *, thresholds: Threshold
     if cands > 1:
         note += f"; best of {cands} settings, bound Bonferroni-split"
     if not bound.bounded:
-        note += f"; too few repeats for any bound: run >= {min_runs((1 - c) / cands)} per setting"
+        note += f"; too few repeats for any bound: run >= {runs_needed(xs, ys, (1 - c) / cands)} per setting"
     fb = tuple(thresholds.fallbacks[f] for f in gate.fallbacks) if thresholds else ()
     return Verdict(
         gate=gate.name, phase=gate.phase, outcome=outcome, metric=gate.metric, statistic=gate.statistic.text,
