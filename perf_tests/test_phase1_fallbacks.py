@@ -43,7 +43,12 @@ class Plans:
 
 @pytest.fixture(scope="module")
 def plans(perfgate_thresholds: Thresholds, perfgate_engines: Engines) -> Plans:
-    return workload(Plans, perfgate_thresholds, "phase1", embedded=perfgate_engines.is_embedded("speculative"))
+    embedded = perfgate_engines.is_embedded("speculative")
+    p = workload(Plans, perfgate_thresholds, "phase1", embedded=embedded)
+    if embedded and not all(d.startswith("embedded:") for d in p.candidate_drafts):
+        # [params.phase1] candidate_drafts names the GPU engine's drafts (hub ids); the tiny engine's are these
+        p = replace(p, candidate_drafts=("embedded:draft", "embedded:draft_independent"))
+    return p
 
 
 def _needs_vllm(perfgate_engines: Engines, plan: str, what: str) -> None:
