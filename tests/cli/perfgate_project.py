@@ -40,8 +40,8 @@ fallback = ["tiered_kv_cache"]
 phase = "phase1"
 metric = "itl"
 statistic = "p90"
-max = "20 ms"
-regression = "50%"
+max = "200 ms"  # 20x the server's 10-ms gaps: a busy machine's delays never get there
+regression = "50%"  # the gaps are the server's 10 ms, so a machine's noise moves their p90 little
 fallback = ["sequence_parallel"]
 [gates.acceptance]
 phase = "phase1"
@@ -55,6 +55,7 @@ statistic = "p50"
 compare = "ratio"
 runs = ["speculative", "plain"]
 max = "1.5"
+regression = "50%"  # vs the baseline run: flagged only when shown beyond 1.5x (noise does not get there)
 """
 
 TESTS = '''
@@ -72,7 +73,8 @@ HOSTILE = "</script><img src=x onerror=alert(1)> & \\x1b[31m"
 
 @pytest.fixture(scope="module")
 def engine():
-    with ScriptedServer(Script(ttft=TTFT, itl=0.001, num_spec_tokens=2, tokens_per_chunk=2)) as srv:
+    # gaps of 10 ms between chunks (the server's): ITL is the server's, not the machine's noise
+    with ScriptedServer(Script(ttft=TTFT, itl=0.010, num_spec_tokens=2, tokens_per_chunk=2)) as srv:
         eng = OpenAIEngine("scripted-" + HOSTILE, {"base_url": srv.base_url, "model": "scripted", "timeout": 10})
         eng.start()
         yield eng
@@ -97,8 +99,14 @@ def test_latency(perfgate, engine):
 
 @pytest.mark.gate("spec_speedup")
 def test_speedup(perfgate, engine):
-    spec = run_load(engine, reqs(20, ttft=0.005), LoadConfig(num_requests=20))
-    plain = run_load(engine, reqs(20, ttft=0.006), LoadConfig(num_requests=20))
+    # the server's own waits make most of each E2E (50 vs 60 ms before the first chunk, then 5 gaps
+    # of 10 ms): every plain request lasts >= 110 ms whatever the machine does, so the ratio's upper
+    # bound (spec p50 bound over plain p50 bound, max 1.5) passes unless 6 of the 20 spec requests
+    # take > 165 ms; noise the machine adds to both runs of a session shifts the ratio little (and the
+    # baseline comparison's tolerance is 50%). At 5 vs 6 ms (1-ms gaps) a busy machine's few ms
+    # decided it (1.10, bounds 0.888 - 1.71: inconclusive)
+    spec = run_load(engine, reqs(20, ttft=0.050), LoadConfig(num_requests=20))
+    plain = run_load(engine, reqs(20, ttft=0.060), LoadConfig(num_requests=20))
     perfgate.check((spec, plain), "spec_speedup")
 
 

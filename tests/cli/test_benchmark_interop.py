@@ -35,16 +35,32 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+# pytest-benchmark's own timer option, scripted: every reading is 0.2 ms after the one before, so
+# each round measures exactly 0.2 ms however busy the machine (a real sleep's rounds would measure the
+# machine's wake-up latency too, and a "p50 <= 1 ms" pass would be the machine's, not the plugin's)
+SCRIPTED_TIMER = """
+STEP = 0.0002
+_now = [0.0]
+
+
+def tick():
+    _now[0] += STEP
+    return _now[0]
+"""
+
+
 def test_gate_on_raw_rounds_and_verdict_in_benchmark_json(project: pytest.Pytester) -> None:
     pytest.importorskip("pytest_benchmark")  # a test extra: `pip install -e .[test]`
-    project.makepyfile(test_b=TEST)
-    r = project.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json", "-q")
+    project.makepyfile(test_b=TEST, scripted_timer=SCRIPTED_TIMER)
+    project.syspathinsert()
+    r = project.runpytest("-p", "no:cacheprovider", "--benchmark-json=bench.json",
+                          "--benchmark-timer=scripted_timer.tick", "-q")
     r.assert_outcomes(passed=1)
     doc = json.loads((project.path / "bench.json").read_text())
     (b,) = doc["benchmarks"]
     pg = b["extra_info"]["perfgate"]["fast_enough"]
     assert pg["outcome"] == "pass" and pg["n"] == 60 and pg["method"] == "order-statistic"
-    assert pg["observed"] == pytest.approx(b["stats"]["median"], rel=0.05)  # theirs averages the middle two
+    assert pg["observed"] == pytest.approx(0.0002, rel=1e-6) == b["stats"]["median"]  # the scripted rounds
     stored = json.loads((project.path / "perfgate-results" / "decisions.json").read_text())
     assert stored["phases"]["p1"]["verdicts"][0]["samples"].endswith("fast_enough.jsonl.gz")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -139,14 +138,14 @@ def test_value_statistic_of_repeated_runs_is_their_mean(th: Thresholds) -> None:
     assert evaluate(replace(gate, single=True), make_samples([40.0], "tok/s"), thresholds=th).outcome == "pass"
 
 
-def test_one_million_samples_under_100ms(th: Thresholds) -> None:
+def test_one_million_samples(th: Thresholds) -> None:
+    """A verdict on 1,000,000 samples: bounds from order statistics. How long it takes is a figure
+    of the machine, printed by benchmarks/bench_stats.py (target 100 ms), not asserted here."""
     x = make_samples(np.random.default_rng(1).exponential(50, 1_000_000), "ms")
-    evaluate(th.gate("long_context_ttft"), x, thresholds=th)  # warm
-    t = time.perf_counter()
     v = evaluate(th.gate("long_context_ttft"), x, thresholds=th)
-    elapsed = time.perf_counter() - t
-    assert v.n == 1_000_000 and math.isfinite(v.upper)
-    assert elapsed < 1.0  # generous in tests; benchmarks/ prints the real figure
+    assert v.n == 1_000_000 and math.isfinite(v.upper) and v.method == "order-statistic"
+    assert v.lower <= v.observed <= v.upper
+    assert evaluate(th.gate("long_context_ttft"), x, thresholds=th) == v  # the same data, the same verdict
 
 
 def test_to_dict_is_json(th: Thresholds) -> None:

@@ -118,6 +118,10 @@ import pytest
 from pytest_perfgate import Engines, LoadConfig, Perfgate, Request
 
 PROMPTS = [Request(f"prompt {i}", 8) for i in range(5)]
+# the slow run's server waits 50 ms between its 8 chunks: each request lasts >= 350 ms whatever the
+# machine does, the fast ones ~10 ms, so the ratio is ~30 and its bound clears min 0.2 unless a fast
+# request takes longer than a slow one's 350 ms five times over: the outcome is set by the script
+SLOW = [Request(f"prompt {i}", 8, extra={"perfgate": {"itl": 0.05}}) for i in range(5)]
 
 
 @pytest.mark.gate("fast_ttft", "speed_ratio")
@@ -129,7 +133,7 @@ def test_compare(perfgate: Perfgate, perfgate_engines: Engines) -> None:
         perfgate_engines.variant(perfgate.engine, "slow", timeout=31)
     run = perfgate_engines.run(perfgate.engine, PROMPTS, LoadConfig(warmup=2), keep_as="fast")
     assert len(run.measured) == 5 and [r.tag for r in run.records if r.warmup] == ["warm-up"] * 2
-    perfgate_engines.run(slow, PROMPTS, keep_as="slow")
+    perfgate_engines.run(slow, SLOW, keep_as="slow")
     verdicts = perfgate.check_all(run)
     assert [v.gate for v in verdicts] == ["fast_ttft", "speed_ratio"]
     perfgate.note("compared fast and slow")

@@ -24,7 +24,7 @@ from pytest_perfgate.contract import Request
 from pytest_perfgate.engines import registry
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
-from pytest_perfgate.load.schedule import LoadConfig
+from pytest_perfgate.load.schedule import LoadConfig, send_offsets_ns
 from pytest_perfgate.samples import SampleError
 from pytest_perfgate.timeouts import scaled
 from pytest_perfgate.verdict import evaluate
@@ -49,6 +49,10 @@ def make_engine(url: str, timeout: float = 2.0, transport: str = "auto", start: 
 
 def req(fault: dict[str, Any] | None = None, max_tokens: int = 8) -> Request:
     return Request("one two three", max_tokens, extra={"perfgate": fault} if fault else {})
+
+
+#: a liveness bound only (fails when a run never ends); every budget the tests check is by construction
+LIVENESS_S = 120
 
 
 def run_hanging(url: str, config: LoadConfig) -> tuple[RunResult, float]:
@@ -148,11 +152,10 @@ def test_connection_faults(th: Thresholds, url: str, cause: str) -> None:
         make_engine(url, timeout=5, ready_timeout=0.3)  # not "ready": the start names the URL and the cause
     eng = make_engine(url, timeout=5, start=False)  # the requests of an engine never started fail one by one
     try:
-        t = time.monotonic()
         run = run_load(eng, [req()], LoadConfig(mode="concurrency", concurrency=2, num_requests=6))
-        assert time.monotonic() - t < scaled(30)
     finally:
         eng.stop()
+    # the cause says each failed at once (refused, not resolvable), not at the 5-s per-request timeout
     assert len(run.measured) == 6
     assert all(r.error and r.error.startswith(cause + ":") for r in run.measured), [r.error for r in run.measured]
     check_error_verdict(th, run, cause)
@@ -186,29 +189,44 @@ def test_mixed_faults_run_continues_gate_lists_every_cause(scripted: ScriptedSer
         assert part in v.summary()
     assert v.details == {"HTTP 500": 2.0, "connection closed mid-stream": 2.0,
                          "stream ended without [DONE] or a finish_reason": 2.0}
-    # a configured error budget lets the gate judge the successful requests
+    # within a configured error budget the gate is judged, its failed requests counted as over the
+    # limit (censored, issue 22): 6 of 12 over a P50's 10 s can show neither side
     tolerant = evaluate(th.gate("tolerant"), run, thresholds=th)
-    assert tolerant.outcome == "pass" and tolerant.n == 6
+    assert tolerant.outcome == "inconclusive", tolerant.summary()
+    assert "6 failed request(s) counted as over the limit" in tolerant.summary()
     er = evaluate(th.gate("errors"), run, thresholds=th)
     assert er.outcome == "fail" and er.observed == pytest.approx(0.5)
 
 
 def test_hanging_server_per_request_timeout_and_run_budget(scripted: ScriptedServer, th: Thresholds) -> None:
     """A server that accepts and never answers: each request times out, the run stops at its
-    time budget (not at its request budget), every record says why."""
+    time budget (not at its request budget), every record says why.
+
+    By construction, not by the clock: a worker sends only while the budget lasts and stops only
+    once it has seen it spent, so the run spans at least its 1.5 s; each request holds its worker
+    for at least its 0.5-s timeout, so each of the 2 workers sends at most 1.5 / 0.5 + 1 = 4."""
     run, took = run_hanging(scripted.base_url, LoadConfig(mode="concurrency", concurrency=2, num_requests=10_000,
                                                          max_seconds=1.5))
-    assert 1.4 < took < 1.5 + 0.5 + scaled(1.5)  # budget + one per-request timeout + slack
+    assert run.end_ns - run.start_ns >= 1.5e9  # the time budget, spent
     n = len(run.measured)
-    assert 4 <= n <= 10
+    assert 2 <= n <= 8  # both workers sent; far below the request budget
+    assert took < scaled(LIVENESS_S)  # liveness only: the run ends
     assert all((r.error or "").startswith("timeout: no complete answer within 0.5 s") for r in run.measured)
     check_error_verdict(th, run, "timeout")
 
 
 def test_open_loop_run_budget_with_hanging_server(scripted: ScriptedServer, th: Thresholds) -> None:
+    """Open loop: requests go at the seeded schedule's times while the budget lasts, however late
+    the loop gets to each; by construction none is sent at a time past the budget, and the run
+    spans at least its budget (it ends when the schedule's next time finds the budget spent)."""
     run, took = run_hanging(scripted.base_url, LoadConfig(mode="poisson", rate=20, num_requests=10_000, max_seconds=1.0))
-    assert took < 1.0 + 0.5 + scaled(1.5)
-    assert len(run.measured) >= 5
+    offsets = send_offsets_ns(run.config)
+    assert offsets is not None
+    due = int((offsets < 1e9).sum())  # requests the schedule puts inside the 1-s budget (~20)
+    assert run.end_ns - run.start_ns >= 1e9
+    assert 1 <= len(run.measured) <= due
+    assert [(r.scheduled_ns or 0) - run.start_ns for r in run.measured] == offsets[:len(run.measured)].tolist()
+    assert took < scaled(LIVENESS_S)  # liveness only
     check_error_verdict(th, run, "timeout")
 
 
@@ -264,14 +282,13 @@ def test_vllm_server_killed_mid_run(th: Thresholds) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
     try:
-        t = time.monotonic()
         prompt = tuple(range(10, 74))
+        # max_seconds: liveness only (the run ends); the 34 requests after the kill fail at once
         run = run_load(eng, [Request(prompt, 48, prompt_tokens=64)],
-                       LoadConfig(mode="concurrency", concurrency=2, num_requests=40, max_seconds=60), progress)
-        took = time.monotonic() - t
+                       LoadConfig(mode="concurrency", concurrency=2, num_requests=40, max_seconds=scaled(600)), progress)
     finally:
         eng.stop()  # copes with a dead server
-    assert killed.is_set() and took < scaled(60)
+    assert killed.is_set()
     assert len(run.measured) == 40  # the run went on to its request budget
     ok = run.successful
     assert len(ok) >= 5 and all(r.output_tokens == 48 for r in ok)  # measured before the kill: kept
@@ -333,8 +350,11 @@ down = {{ kind = "openai", base_url = "http://127.0.0.1:{closed_port()}", model 
 def test_run_budget_cancels_requests_the_per_request_timeout_would_let_hang(
     scripted: ScriptedServer, th: Thresholds
 ) -> None:
-    """Per-request timeout 10 min, run budget 1 s + 0.5 s drain: the run ends at 1.5 s and the
-    requests still hanging are errors that say so."""
+    """Per-request timeout 10 min, run budget 1 s + 0.5 s drain: the run ends at the drain and the
+    requests still hanging are errors that say so. By construction: each of the 4 workers sends
+    once at the start and its request holds it past the budget, so exactly 4; only the drain's cut
+    writes "run budget exhausted" (the 10-min timeout would say "timeout"), and it fires no earlier
+    than budget + drain."""
     eng = make_engine(scripted.base_url, timeout=600)
     try:
         t = time.monotonic()
@@ -344,7 +364,8 @@ def test_run_budget_cancels_requests_the_per_request_timeout_would_let_hang(
         took = time.monotonic() - t
     finally:
         eng.stop()
-    assert took < 1.5 + scaled(1.5)
+    assert took < scaled(LIVENESS_S)  # liveness only, and far below the 600-s per-request timeout
+    assert run.end_ns - run.start_ns >= 1.5e9
     assert len(run.measured) == 4
     assert all((r.error or "").startswith("run budget exhausted: cancelled 0.5 s after the run's time budget (1 s)")
                for r in run.measured), [r.error for r in run.measured]

@@ -5,7 +5,6 @@ handful of samples), phase outcomes, one percentile definition, and speed."""
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -259,24 +258,17 @@ def test_per_request_clusters_from_counter_snapshots() -> None:
     assert not p2.clustered and (p2.successes, p2.trials) == (10, 20)  # type: ignore[union-attr]
 
 
-# ---------------------------------------------------------------- speed
+# ---------------------------------------------------------------- big data (the speed: benchmarks/bench_stats.py)
 
 
-def test_speed_one_million_samples_and_ten_thousand_clusters(th: Thresholds) -> None:
+def test_one_million_samples_and_ten_thousand_clusters(th: Thresholds) -> None:
+    """What a verdict on big data says; how long it takes is printed by benchmarks/bench_stats.py
+    (targets 100 ms each, docs/statistics.md), a figure of the machine rather than a test's."""
     x = make_samples(np.random.default_rng(1).exponential(0.05, 1_000_000), "s")
-    evaluate(th.gate("ttft_p99"), x, thresholds=th)
-    t = time.perf_counter()
-    evaluate(th.gate("ttft_p99"), x, thresholds=th)
-    big = time.perf_counter() - t
+    big = evaluate(th.gate("ttft_p99"), x, thresholds=th)
+    assert big.n == 1_000_000 and math.isfinite(big.upper) and big.lower <= big.observed <= big.upper
     rng = np.random.default_rng(2)
     m = rng.integers(5, 31, 10_000)
     s = rng.binomial(m, 0.75)
-    t = time.perf_counter()
     v = evaluate(th.gate("acceptance"), make_proportion(s, m), thresholds=th)
-    clusters = time.perf_counter() - t
-    print(f"SPEED evaluate(1e6 samples, p99) {big * 1e3:.1f} ms; make_proportion+evaluate(10,000 requests) "
-          f"{clusters * 1e3:.1f} ms")
     assert v.outcome == "pass" and "10000 request clusters" in v.note
-    # the targets are 100 ms each (measured on an idle core: see docs/statistics.md); the shared CI
-    # machine gets 5x slack
-    assert big < 0.5 and clusters < 0.5

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # small budgets: the same suite and gates, sized for a CI job on 2 cores (the prefix-cache gate keeps
 # the main job's 2,048-token prefix and 12 requests: at 1,024 tokens a hit saves too little of a cold
-# prefill for the 80% gate to be decided on a loaded machine)
+# prefill; the passing run's threshold for it is sized in test_phase1_passing_thresholds)
 BUDGETS = """
 [params.phase1.embedded]
 prompt_tokens = 2000
@@ -60,12 +60,34 @@ def decision(pytester: pytest.Pytester) -> dict:  # type: ignore[type-arg]
 
 
 def test_phase1_passing_thresholds(pytester: pytest.Pytester) -> None:
+    """Every gate passes on real measurements, with thresholds a busy runner still clears.
+
+    The prefix-cache reduction (cold vs hit TTFT p50, 12 requests a side) passes when its lower
+    bound ``1 - hit_(10) / cold_(3)`` (each side's p50 bound at 97.5% is an order statistic of 12)
+    clears the minimum. The main job's 80% is a test of the machine: on a 2-core runner beside two
+    busy loops the reduction read 86.9% with bounds 79.1%-90.4% (inconclusive). Sized here: min 0%
+    (a hit's prefill shorter than a cold one's, with 95% confidence). Power, by simulation (10^6
+    runs) of log TTFT = run-level log(hit/cold) + per-request noise: median ratio 0.131 and
+    per-request log-sd 0.30 a side (what turns it into hit_(10)/cold_(3) = 0.209) from that CI run,
+    run-to-run log-sd 0.44 from 24 cold/hit pairs of this test's shape measured beside two busy
+    loops and other jobs (load averages 4-22 on 2 CPUs): P(pass) = 99.95% (80%: 46%; 30%: 99.5%);
+    with those pairs' per-request spreads (log-sd 0.54 hit, 0.37 cold), 99.4%. Measured: the 3 pairs
+    at load <= 8 had bounds 45-49%; 20 of all 24 cleared 0%, the other 4 ran at load averages 8-19
+    (the pairs: benchmarks/results-issue25-prefix-pairs.json).
+
+    The throughput ratio (one run a side, requests as the unit, min 0.05 here) is sized by its
+    request count: beside two busy loops one stalled speculative request (TPOT p99 359 ms vs p50
+    37 ms) left 3 requests a side with bounds 0.033-6.75 around 0.47 (inconclusive: a Welch t with
+    ~2 degrees of freedom). By simulation (2*10^4 runs each) of per-request durations with log-sd
+    0.5 and, in 30% of requests, a stall of exponential mean 3 s (on 1.3-2.7-s requests), the
+    gate's 5% run CV included: P(pass) at 3 requests a side 89%, at 6 99.8%; so 6 here."""
     suite(pytester, {
         # a P99 pass needs ~300 samples; the CI-sized run gates the median (same code path)
         'statistic = "p99"\nmax = "150 ms"': 'statistic = "p50"\nmax = "120 s"',
         "min = 0.8\n": "min = 0.05\n",
         'min = "70%"\nbands': 'min = "30%"\nbands',
-    })
+        'runs = ["cache_hit", "cold"]\nmin = "80%"': 'runs = ["cache_hit", "cold"]\nmin = "0%"',  # sized above
+    }, budgets=BUDGETS.replace("\nrequests = 3\n", "\nrequests = 6\n"))  # sized above
     r = pytester.runpytest_subprocess("-m", "phase1", "perf_tests", "-p", "no:cacheprovider", "-rs", timeout=900)
     out = r.stdout.str()
     assert r.ret == 0, out[-4000:]
