@@ -232,6 +232,7 @@ def evaluate(
         counts = request_counts(data)
         if counts is not None and counts.failed and counts_requests(gate):  # the error-rate gate names the causes
             v["note"] = "; ".join(x for x in (v["note"], counts.listed(3)) if x)
+        v["note"] = "; ".join(x for x in (v["note"], *getattr(d, "notes", ())) if x)  # e.g. lengths not forced
     return _finish(gate, v, _fallback_info(gate, thresholds))
 
 

@@ -74,6 +74,10 @@ def describe_error(error: str, url: str) -> str:
     return (f" ({url})" if url else "") + (f": {detail}" if detail else "")
 
 
+# metrics whose value depends on how many tokens each request produced
+_LENGTH_DEPENDENT = frozenset({"tpot", "itl", "e2e", "decode_rate", "output_throughput"})
+
+
 @dataclass
 class RunResult:
     """Records of one run with the counters around it. Implements ``MetricSource``."""
@@ -138,12 +142,24 @@ class RunResult:
                 raise SampleError(f"{name}: {self._why_empty()}")
             return m.error_rate(self.records)
         if desc.source in (metric_names.RECORDS, metric_names.RUN):
-            return dataclasses.replace(self._from_records(name), requests=self.request_counts())
+            got = dataclasses.replace(self._from_records(name), requests=self.request_counts())
+            unforced = self._lengths_not_forced(name)
+            return dataclasses.replace(got, notes=(*got.notes, unforced)) if unforced else got
         if desc.source == metric_names.COUNTERS:  # the run's failed requests travel with its rates
             return dataclasses.replace(self._from_counters(name), requests=self.request_counts())
         if desc.source == metric_names.KV:
             return self.kv_pressure().perfgate_data(name)
         raise SampleError(f"{name}: not measured by a load run")
+
+    def _lengths_not_forced(self, name: str) -> str:
+        """For a metric that depends on output lengths, on a server that does not take ``ignore_eos``
+        (the openai kind's ``info()['output_lengths']``): the note that says so, with how many
+        requests stopped before their ``max_tokens``; "" otherwise."""
+        if name not in _LENGTH_DEPENDENT or not str(self.engine_info.get("output_lengths", "")).startswith("not forced"):
+            return ""
+        early = sum(1 for r in self.successful if r.finish_reason not in (None, "length"))
+        return (f"output lengths not forced (the server takes no ignore_eos): {early}/{len(self.successful)} "
+                "request(s) stopped before max_tokens; measured over the tokens that came")
 
     def _from_records(self, name: str) -> Samples:
         ok = self.successful
