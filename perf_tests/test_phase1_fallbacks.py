@@ -23,7 +23,7 @@ from pytest_perfgate.preflight.plans import (
     switch_draft,
     tiered_kv,
 )
-from pytest_perfgate.verdict import best_of
+from pytest_perfgate.verdicts.verdict import best_of
 
 
 @dataclass(frozen=True)

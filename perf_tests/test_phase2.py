@@ -27,7 +27,7 @@ def _run_pipeline(perfgate_engines: Any, role: str, vision: Any, phase2: dict[st
     with ``vision_quant`` for "quantized", the reference dtype for "fp16")."""
     from pytest_perfgate.engines.registry import create
     from pytest_perfgate.load.runner import run_load
-    from pytest_perfgate.progress import progress_printer
+    from pytest_perfgate.runtime.progress import progress_printer
     from pytest_perfgate.vision.vlm import make_vlm
 
     cfg = LoadConfig(mode="sequential", num_requests=len(reqs), max_seconds=phase2["max_seconds"],
@@ -57,7 +57,7 @@ def test_phase1_outcome(perfgate: Any, record_property: Any) -> None:
 
 # ------------------------------------------------------------------ 1. quantization paths side by side
 def test_paths_side_by_side(perfgate: Any, vision: Any, phase2: dict[str, Any]) -> None:
-    from pytest_perfgate.atomic import atomic_write_text
+    from pytest_perfgate.runtime.atomic import atomic_write_text
     from pytest_perfgate.vision import suite
 
     paths = [p for p in phase2["paths"] if p != phase2["vision_quant"]] + [phase2["vision_quant"]]

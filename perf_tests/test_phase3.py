@@ -54,7 +54,7 @@ def _verdict_note(res: SizeResult, doc: dict[str, Any], extra: str = "") -> str:
 @pytest.mark.gate("allreduce_p99", "allreduce_busbw")
 def test_allreduce_sizes(perfgate: Any, p3: p3mod.Phase3Params, out: Any) -> None:
     """All-reduce P99 and busbw per message size: the nccl-tests sweep plus the decode-step message."""
-    from pytest_perfgate.verdict import evaluate
+    from pytest_perfgate.verdicts.verdict import evaluate
 
     sizes = tuple(sorted({*p3.sweep_sizes, p3.shape.message_bytes}))
     spec = BenchSpec(sizes, p3.sweep_iters, p3.warmup, p3.shape.dtype)
@@ -118,7 +118,7 @@ def test_tuning_sweep(perfgate: Any, p3: p3mod.Phase3Params, out: Any) -> None:
     """Communication settings (NCCL_* / gloo) applied to the ranks' env: every config's distribution,
     the best with its gain over the default and a lower confidence bound."""
     from pytest_perfgate.distributed.tuning import run_sweep
-    from pytest_perfgate.verdict import evaluate
+    from pytest_perfgate.verdicts.verdict import evaluate
 
     if RankEnv.from_env().distributed:
         pytest.skip("the sweep starts ranks per configuration; run it without torchrun (one machine), "
@@ -161,7 +161,7 @@ def test_single_node_fallback(perfgate: Any, perfgate_engines: Any, p3: p3mod.Ph
     eng = perfgate_engines.get("baseline")
     reqs = exact_length_prompts(eng.tokenizer(), 128, 8, max_tokens=32)
     run = perfgate_engines.run("baseline", reqs, LoadConfig(num_requests=8))
-    from pytest_perfgate.verdict import evaluate
+    from pytest_perfgate.verdicts.verdict import evaluate
 
     v = evaluate(perfgate.gate("single_node_throughput"), run, thresholds=perfgate.thresholds)
     x = v.observed  # tok/s of one node serving alone

@@ -24,27 +24,27 @@ _LAZY = {
     "ConfigError": ("config", "ConfigError"),
     "Thresholds": ("config", "Thresholds"),
     "Gate": ("config", "Gate"),
-    "evaluate": ("verdict", "evaluate"),
-    "Verdict": ("verdict", "Verdict"),
-    "GateFailure": ("failures", "GateFailure"),
-    "make_samples": ("samples", "make_samples"),
-    "Samples": ("samples", "Samples"),
-    "Proportion": ("samples", "Proportion"),
-    "make_proportion": ("samples", "make_proportion"),
-    "SampleError": ("samples", "SampleError"),
-    "sample_until_decided": ("sequential", "sample_until_decided"),
-    "decision": ("decisions", "decision"),
+    "evaluate": ("verdicts.verdict", "evaluate"),
+    "Verdict": ("verdicts.verdict", "Verdict"),
+    "GateFailure": ("verdicts.failures", "GateFailure"),
+    "make_samples": ("verdicts.samples", "make_samples"),
+    "Samples": ("verdicts.samples", "Samples"),
+    "Proportion": ("verdicts.samples", "Proportion"),
+    "make_proportion": ("verdicts.samples", "make_proportion"),
+    "SampleError": ("verdicts.samples", "SampleError"),
+    "sample_until_decided": ("verdicts.sequential", "sample_until_decided"),
+    "decision": ("store.decisions", "decision"),
     # writing a gate suite (the pytest fixtures' types, load, prompts, typed workload parameters)
-    "Perfgate": ("session", "Perfgate"),
-    "Engines": ("lab", "Engines"),
-    "Runs": ("runs", "Runs"),
+    "Perfgate": ("session.perfgate", "Perfgate"),
+    "Engines": ("session.lab", "Engines"),
+    "Runs": ("session.runs", "Runs"),
     "RunResult": ("load.result", "RunResult"),
     "LoadConfig": ("load.schedule", "LoadConfig"),
     "Request": ("contract", "Request"),
     "Engine": ("contract", "Engine"),
     "EngineError": ("contract", "EngineError"),
-    "pool": ("samples", "pool"),
-    "workload": ("params", "workload"),
+    "pool": ("verdicts.samples", "pool"),
+    "workload": ("config.params", "workload"),
     "traces": ("load.traces", ""),  # the module: traces.load(path, tokenizer=None, format=None)
     "prompts": ("load.prompts", ""),  # the module: prompts.exact_length_prompts(...), prompts.math_prompts(...)
 }
@@ -53,19 +53,19 @@ __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import ConfigError, Gate, Thresholds, load_thresholds
+    from .config.params import workload
     from .contract import Engine, EngineError, Request
-    from .decisions import decision
-    from .failures import GateFailure
-    from .lab import Engines
     from .load import prompts
     from .load.result import RunResult
     from .load.schedule import LoadConfig
-    from .params import workload
-    from .runs import Runs
-    from .samples import Proportion, SampleError, Samples, make_proportion, make_samples, pool
-    from .sequential import sample_until_decided
-    from .session import Perfgate
-    from .verdict import Verdict, evaluate
+    from .session.lab import Engines
+    from .session.perfgate import Perfgate
+    from .session.runs import Runs
+    from .store.decisions import decision
+    from .verdicts.failures import GateFailure
+    from .verdicts.samples import Proportion, SampleError, Samples, make_proportion, make_samples, pool
+    from .verdicts.sequential import sample_until_decided
+    from .verdicts.verdict import Verdict, evaluate
 
 
 def __getattr__(name: str) -> Any:

@@ -76,9 +76,9 @@ PATHS=(); [ "$DRY" = 1 ] && PATHS=(--cpu)
 section "preflight: every [engines.*] and fallback variant built with vLLM (exit 4: vLLM refuses one)" 60 0 \
   "$PY" -m pytest_perfgate.cli check "${PERFGATE_THRESHOLDS:-thresholds.toml}" --preflight-json "$OUT/preflight.json"
 section "memory: probe, allocator sweep, max safe batch, both fragmentation definitions" 110 1 \
-  "$PY" -m pytest_perfgate.memory.gpucheck 4
+  "$PY" -m pytest_perfgate.memory.gpu_check 4
 section "phase3: NCCL all-reduce sizes, per-token model, settings sweep (world size stated)" 110 0 \
-  "$PY" -m pytest_perfgate.distributed.gpucheck "${NCCL[@]}"
+  "$PY" -m pytest_perfgate.distributed.gpu_check "${NCCL[@]}"
 section "phase2: CLIP ViT-L/14-336 bf16 vs INT8 vs FP8 throughput, agreement, memory" 130 1 \
   "$PY" -m pytest_perfgate.vision.gpu_check
 section "phase2: dtype paths (fp16 tower -> fp32 projector, torchao FP8 of the fp16 reference)" 40 0 \

@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..units import Quantity, UnitError, parse_quantity
 from .model import ConfigError
+from .units import Quantity, UnitError, parse_quantity
 
 
 class Checker:

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import metrics as metric_names
-from ..units import Quantity
+from . import metrics as metric_names
 from . import model
 from .checker import Checker
 from .model import EngineSpec, Fallback, Gate, Phase, Settings, Statistic
+from .units import Quantity
 
 GATE_KEYS = {
     "phase", "metric", "statistic", "max", "min", "baseline", "fallback", "compare", "runs",
@@ -181,7 +181,7 @@ def _check_decidable(
 ) -> None:
     """``requests``: the planned requests a run of this gate. Runs that can never decide it (a P99
     pass on 100 requests, a P99 comparison below 368 a run) are a usage error naming the size needed."""
-    from ..looks import decidable_size
+    from .looks import decidable_size
 
     n = c.positive(t["requests"], tn, "requests")
     level = conf if conf is not None else settings.confidence
@@ -198,7 +198,7 @@ def _check_reachable(
     t: Mapping[str, Any], settings: Settings,
 ) -> None:
     """A sequential gate whose budget can never give a pass is a usage error, named here."""
-    from ..looks import pass_plan, unreachable_message
+    from .looks import pass_plan, unreachable_message
 
     if st.kind != "quantile":
         return

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..units import Quantity
+from .units import Quantity
 
 
 class ConfigError(ValueError):

@@ -120,9 +120,9 @@ def quantile_difference(cross: Array, single: Array, q: float = 0.99, confidence
 
 def cross_node_verdict(gate: Any, cross: Array, single: Array, *, confidence: float, thresholds: Any = None,
                        note: str = "", details: dict[str, float] | None = None) -> Any:
-    """A :class:`~pytest_perfgate.verdict.Verdict` of a ``compare = "difference"`` P99 gate
+    """A :class:`~pytest_perfgate.verdicts.verdict.Verdict` of a ``compare = "difference"`` P99 gate
     (e.g. ``cross_node_p99_increase``) computed with :func:`quantile_difference`."""
-    from ..verdict import Verdict
+    from ..verdicts.verdict import Verdict
 
     if gate.threshold is None or gate.direction != "max":
         raise ValueError(f"gate {gate.name}: needs a max threshold (e.g. max = \"20 ms\")")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_text
+from ..runtime.atomic import atomic_write_text
 from .bench import BenchSpec, comm_env, results_doc
 from .launch import Rank, launch
 from .netns import NetnsHosts, Shaping

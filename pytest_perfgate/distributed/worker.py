@@ -13,7 +13,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from ..atomic import atomic_write_text
+from ..runtime.atomic import atomic_write_text
 from .bench import BenchSpec, comm_env, results_doc, run_allreduce
 
 

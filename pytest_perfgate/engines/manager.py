@@ -25,7 +25,7 @@ from typing import Any
 
 from ..config import EngineSpec
 from ..contract import Engine, EngineError
-from ..device import cpu_only, cuda_hint
+from ..runtime.device import cpu_only, cuda_hint
 from . import registry
 
 EMBEDDED_PREFIX = "embedded:"
@@ -145,7 +145,7 @@ class EngineManager:
             self._failed[spec.name] = f"engine {spec.name!r} failed to start: {e}"
             raise EngineError(self._failed[spec.name]) from None
         except Exception as e:  # the engine's own failure, reported once for every test that needs it
-            from ..requirements import import_failure
+            from .requirements import import_failure
 
             line = import_failure(e, f"engine {spec.name!r} failed to start") if isinstance(e, ImportError | RuntimeError) else None
             self._failed[spec.name] = line or f"engine {spec.name!r} failed to start: {type(e).__name__}: {e}"

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..contract import Clock, EngineError, Request, RequestRecord
-from ..redaction import redact_args
+from ..runtime.redaction import redact_args
 from ..vision.vlm import cast_to_projector
 
 KIND = "transformers-vlm"
@@ -193,7 +193,7 @@ class TransformersVLMEngine:
     def info(self) -> dict[str, Any]:
         import transformers
 
-        from ..device import device_name
+        from ..runtime.device import device_name
 
         return {"name": self.name, "kind": KIND, "transformers_version": transformers.__version__,
                 "model": self.args.get("model"), "args": redact_args(dict(self.args)),

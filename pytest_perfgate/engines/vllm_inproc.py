@@ -20,8 +20,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from ..contract import Clock, EngineError, Request, RequestRecord, run_sync
-from ..device import device_name
-from ..redaction import redact_args
+from ..runtime.device import device_name
+from ..runtime.redaction import redact_args
 from .registry import model_args
 
 KIND = "vllm"

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import Clock, EngineError, Request, RequestRecord
-from ..device import cpu_only
-from ..redaction import redact_args, redact_command
+from ..runtime.device import cpu_only
+from ..runtime.redaction import redact_args, redact_command
 from . import procguard
 from .registry import model_args
 
@@ -257,7 +257,7 @@ class VLLMServerEngine:
         return {} if self._client is None else dict(await self._client.counters())
 
     def info(self) -> dict[str, Any]:
-        from ..device import device_name
+        from ..runtime.device import device_name
 
         base = dict(self._client.info()) if self._client is not None else {}
         base.update(

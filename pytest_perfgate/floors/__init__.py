@@ -20,7 +20,7 @@ from ..roofline.probe import detect
 
 if TYPE_CHECKING:
     from ..config import Thresholds
-    from ..verdict import Verdict
+    from ..verdicts.verdict import Verdict
 
 __all__ = ["EngineFloorInputs", "allreduce_from_decisions", "Feasibility", "FloorsConfig", "Hardware", "Workload", "annotate", "check",
            "config_of", "detect", "feasibility", "inputs_for_engine", "metric_floor"]

@@ -41,7 +41,7 @@ import numpy.typing as npt
 from scipy import special as spc
 
 from ..contract import RequestRecord
-from ..stats import empirical_quantile
+from ..verdicts.bounds import empirical_quantile
 from . import metrics as m
 from .goodput import Goodput, goodput
 

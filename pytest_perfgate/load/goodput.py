@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract import RequestRecord
-from ..stats import Bounds, clopper_pearson
+from ..verdicts.bounds import Bounds, clopper_pearson
 from . import metrics as m
 
 SLO_NAMES = ("ttft", "tpot", "e2e")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..samples import Samples
+    from ..verdicts.samples import Samples
 
 KV_USAGE = "vllm:kv_cache_usage_perc"
 PREEMPTIONS = "vllm:num_preemptions"
@@ -35,7 +35,7 @@ class KVPressure:
         return asdict(self)
 
     def perfgate_data(self, metric: str) -> Samples:
-        from ..samples import SampleError, make_samples
+        from ..verdicts.samples import SampleError, make_samples
 
         if metric in ("preemptions", "num_preemptions"):
             if self.preemptions is None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contract import RequestRecord
-from ..samples import Proportion
+from ..verdicts.samples import Proportion
 
 NS = 1_000_000_000
 

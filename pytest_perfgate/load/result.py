@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import metrics as metric_names
+from ..config import metrics as metric_names
 from ..contract import RequestRecord
-from ..samples import Proportion, RequestCounts, SampleError, Samples, make_samples, single
+from ..verdicts.samples import Proportion, RequestCounts, SampleError, Samples, make_samples, single
 from . import metrics as m
 from .schedule import LoadConfig
 
@@ -254,7 +254,7 @@ class RunResult:
         """P50/P90/P99/mean (and n) per time metric in seconds, decode rate in tok/s, run rates.
 
         Percentiles are the empirical order statistic X_(ceil(nq)), the same value a pNN gate reports."""
-        from ..stats import empirical_quantile
+        from ..verdicts.bounds import empirical_quantile
 
         out: dict[str, dict[str, float]] = {}
         for name in _DISTRIBUTIONS:

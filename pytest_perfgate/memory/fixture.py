@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from ..verdict import Verdict
+from ..verdicts.verdict import Verdict
 from .gates import batch_ratio_verdict, for_gate
 from .probe import MemoryProbe, MemorySource, ProbeUnavailable
 from .stats import MemoryReport

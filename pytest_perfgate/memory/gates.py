@@ -11,8 +11,8 @@ import math
 from dataclasses import replace
 
 from ..config import Gate, Thresholds
-from ..rules import resolve_confidence
-from ..verdict import Verdict
+from ..verdicts.rules import resolve_confidence
+from ..verdicts.verdict import Verdict
 from .compare import ratio_bound, runs_needed
 from .stats import DEFAULT_DEFINITION, MemoryReport, check_definition
 from .sweep import SweepResult

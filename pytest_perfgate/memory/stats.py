@@ -177,8 +177,8 @@ class MemoryReport:
         return max(vals) if vals else None
 
     def perfgate_data(self, metric: str) -> Any:
-        from ..metrics import lookup
-        from ..samples import SampleError, make_samples
+        from ..config.metrics import lookup
+        from ..verdicts.samples import SampleError, make_samples
 
         m = lookup(metric)
         name = m.name if m else metric

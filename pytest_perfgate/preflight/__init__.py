@@ -163,7 +163,7 @@ def header(th: Thresholds, default: str | None, aliases: Mapping[str, str]) -> t
     nothing for the embedded default (its own tests build it). ``PERFGATE_PREFLIGHT=0`` skips it."""
     import os
 
-    from ..requirements import installed
+    from ..engines.requirements import installed
 
     chosen = {n for n in (default, *aliases.values()) if n and n in th.engines and th.engines[n].kind in VLLM_KINDS}
     if not chosen or os.environ.get("PERFGATE_PREFLIGHT", "1") == "0" or not installed("vllm"):

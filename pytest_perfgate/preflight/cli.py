@@ -42,8 +42,8 @@ def _aliases(ns: argparse.Namespace) -> dict[str, str]:
 def run(ns: argparse.Namespace) -> int:
     """Print the preflight's lines (stderr under ``--json``); 4 on a refusal (see the module doc)."""
     from ..config import ConfigError, load_thresholds
+    from ..engines.requirements import installed
     from ..floors.cli import cached_models
-    from ..requirements import installed
     from . import VLLM_KINDS
     from . import run as preflight
 

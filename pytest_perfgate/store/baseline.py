@@ -23,7 +23,7 @@ from . import history
 
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
-    from ..verdict import Verdict
+    from ..verdicts.verdict import Verdict
 
 SMALLER_IS_BETTER_DIMENSIONS = ("time", "bytes")
 SMALLER_IS_BETTER_METRICS = ("error_rate", "fragmentation", "quality_loss", "queue_time", "kv_cache_usage")
@@ -33,7 +33,7 @@ def smaller_is_better(gate: Gate) -> bool:
     """Max gates, and recorded gates of latency-like metrics."""
     if gate.direction is not None:
         return gate.direction == "max"
-    from ..metrics import lookup
+    from ..config.metrics import lookup
 
     m = lookup(gate.metric)
     return gate.metric in SMALLER_IS_BETTER_METRICS or (m is not None and m.dimension in SMALLER_IS_BETTER_DIMENSIONS)
@@ -131,7 +131,7 @@ class Comparison:
 def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thresholds: Thresholds | None = None,
             tolerance: float | None = None, baseline_run: str = "", baseline_label: str = "") -> Comparison | None:
     """Compare the data of two runs for ``gate`` (None when either is an error or has no positive value)."""
-    from ..verdict import evaluate
+    from ..verdicts.verdict import evaluate
 
     c2 = 1 - (1 - confidence) / 2
     vc = evaluate(gate, current, confidence=c2, thresholds=thresholds)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..units import UnitError, unit
+from ..config.units import UnitError, unit
 
 FORMATS = ("bencher", "github-smaller", "github-bigger")
 
@@ -58,7 +58,7 @@ def bencher(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[s
 def _smaller(v: Mapping[str, Any]) -> bool:
     if v.get("direction") in ("max", "min"):
         return v.get("direction") == "max"
-    from ..metrics import lookup
+    from ..config.metrics import lookup
     from .baseline import SMALLER_IS_BETTER_DIMENSIONS, SMALLER_IS_BETTER_METRICS
 
     m = lookup(str(v.get("metric") or ""))

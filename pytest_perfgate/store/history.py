@@ -155,7 +155,7 @@ def record(
 ) -> int:
     """Insert or update the run and append the verdicts ``(seq, verdict)`` not stored yet (one
     transaction). Returns the number of verdict rows added."""
-    from ..decisions import now_iso
+    from .decisions import now_iso
 
     now = now_iso()
     with closing(connect(path)) as con:

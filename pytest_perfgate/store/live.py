@@ -15,7 +15,7 @@ from .baseline import BaselineRef, apply, compare_stored
 
 if TYPE_CHECKING:
     from ..config import Thresholds
-    from ..verdict import Verdict
+    from ..verdicts.verdict import Verdict
 
 Hook = Callable[["Verdict", Any, float, Sequence[Any]], "Verdict"]
 
@@ -40,7 +40,7 @@ class LiveStore:
         return store
 
     def keep(self, v: Verdict, data: Any, confidence: float, drawn: Sequence[Any], test: str) -> Verdict:
-        from ..samples import Proportion, Samples
+        from ..verdicts.samples import Proportion, Samples
 
         gate = self.thresholds.gate(v.gate)
         if isinstance(data, Samples) and data.n == 1 and v.method == "clopper-pearson" and not gate.compare:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
     from ..load.result import RunResult
-    from ..verdict import Verdict
+    from ..verdicts.verdict import Verdict
 
 SCHEMA = "pytest-perfgate/samples/1"
 DIRNAME = "samples"
@@ -84,7 +84,7 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
 
 
 def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dict[str, Any]:
-    from ..samples import Proportion, Samples, as_data
+    from ..verdicts.samples import Proportion, Samples, as_data
 
     if id(d) in run_index:
         return {"kind": "data", "part": part, "type": "run", "run": run_index[id(d)]}
@@ -125,7 +125,7 @@ def write(
     ``extra_runs``: further run results that produced the data without being evaluated themselves
     (the draws of ``sample_until_decided``); their records are kept for the report's plots.
     """
-    from ..decisions import now_iso
+    from .decisions import now_iso
 
     parts = parts_of(gate, data)
     runs: list[Any] = []
@@ -183,11 +183,11 @@ def read_lines(path: Path) -> Iterable[dict[str, Any]]:
 
 def load(path: Path) -> Stored:
     """Read a data file back into run results and evaluable data."""
+    from ..config.units import unit
     from ..contract import RequestRecord
     from ..load.result import RunResult
     from ..load.schedule import LoadConfig
-    from ..samples import Proportion, Samples
-    from ..units import unit
+    from ..verdicts.samples import Proportion, Samples
 
     header: dict[str, Any] | None = None
     runs: dict[int, RunResult] = {}
@@ -236,7 +236,7 @@ def load(path: Path) -> Stored:
 def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,
                confidence: float | None = None) -> Verdict:
     """Evaluate ``gate`` on stored data at the confidence the live verdict used (or ``confidence``)."""
-    from ..verdict import evaluate
+    from ..verdicts.verdict import evaluate
 
     return evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
 

@@ -1,7 +1,7 @@
 """Report writers: the decision document rendered as JUnit XML, Markdown and HTML.
 
 Every writer reads the decision document exactly as stored in ``perfgate-results/decisions.json``
-(see :mod:`pytest_perfgate.decisions`) and writes one file into an output directory, atomically.
+(see :mod:`pytest_perfgate.store.decisions`) and writes one file into an output directory, atomically.
 No pytest imports: writers are usable from plain Python::
 
     from pytest_perfgate.writers import write_all
@@ -13,7 +13,7 @@ imported on first use); :func:`register` adds more, :func:`get` looks one up by 
 
 This module also holds the small helpers the writers share: :func:`atomic_write_text`, phase
 selection, test-case naming and the notes on the statistics; the texts shown for a verdict are in
-:mod:`pytest_perfgate.text` (``clean_text`` makes characters illegal in XML 1.0 / HTML visible).
+:mod:`pytest_perfgate.verdicts.wording` (``clean_text`` makes characters illegal in XML 1.0 / HTML visible).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..atomic import atomic_write_text
-from ..text import clean_text, number
+from ..runtime.atomic import atomic_write_text
+from ..verdicts.wording import clean_text, number
 
 __all__ = [
     "WRITERS",

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import text as tx
 from .. import writers as common
-from ..text import clean_text, number
+from ..verdicts import wording as tx
+from ..verdicts.wording import clean_text, number
 from . import BOUNDS_NOTE, METHOD_NOTES, RenderedWriter, atomic_write_text
 from .html_markup import (
     FT_CLASS,
@@ -145,7 +145,7 @@ def _strong(text: str) -> str:
 
 
 def _fallback(doc: Mapping[str, Any], name: str) -> str:
-    """A fallback plan in the words of :func:`~pytest_perfgate.text.fallback_line`, marked up."""
+    """A fallback plan in the words of :func:`~pytest_perfgate.verdicts.wording.fallback_line`, marked up."""
     return tx.fallback_line(name, tx.fallback_info(doc, name), strong=_strong, plain=_e, link=_doc_link)
 
 

@@ -2,7 +2,7 @@
 tables, never from the data), anchors, failing-first ordering and the small interval sketch.
 
 Every piece of text taken from the document goes through :func:`_e` (``html.escape`` after
-:func:`~pytest_perfgate.text.clean_text`); SVG coordinates are computed floats.
+:func:`~pytest_perfgate.verdicts.wording.clean_text`); SVG coordinates are computed floats.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..text import clean_text, metric_text, number
+from ..verdicts.wording import clean_text, metric_text, number
 from . import case_names, is_url
 
 PHASE_CLASS = {"passed": "ok", "failed": "bad", "fallback": "fb", "inconclusive": "warn", "not run": "none"}

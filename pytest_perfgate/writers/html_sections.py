@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..text import clean_text, number
+from ..verdicts.wording import clean_text, number
 from . import strings, verdict_values, verdicts_of
 from .html_markup import VERDICT_CLASS, _e, _failing_first, _gate_id, _info_table, interval_svg
 
@@ -58,7 +58,7 @@ class Store:
 
 def _scale(v: Mapping[str, Any]) -> tuple[str, float]:
     """(display unit, base units per display unit) of a verdict."""
-    from ..units import UnitError, unit
+    from ..config.units import UnitError, unit
 
     name = clean_text(v.get("unit"))
     try:
@@ -69,7 +69,7 @@ def _scale(v: Mapping[str, Any]) -> tuple[str, float]:
 
 def _values(data: Any, metric: str) -> Any:
     """Per-request values (base units) of evaluated data, or None (proportions, single values)."""
-    from ..samples import SampleError, Samples, as_data
+    from ..verdicts.samples import SampleError, Samples, as_data
 
     try:
         d = as_data(data, metric)
@@ -135,8 +135,8 @@ def _distribution(v: Mapping[str, Any], store: Store) -> tuple[str, str]:
 
 
 def _metric_unit(metric: str) -> tuple[str, float]:
-    from ..metrics import lookup
-    from ..units import DIMENSION_DEFAULT_UNIT, unit
+    from ..config.metrics import lookup
+    from ..config.units import DIMENSION_DEFAULT_UNIT, unit
 
     m = lookup(metric)
     name = DIMENSION_DEFAULT_UNIT.get(m.dimension if m else "number", "")

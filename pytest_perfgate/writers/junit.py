@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import text as tx
-from ..text import clean_text, number
+from ..verdicts import wording as tx
+from ..verdicts.wording import clean_text, number
 from . import RenderedWriter, case_names, select_phases, strings, verdicts_of
 
 SCHEMA_PATH = Path(__file__).with_name("junit-10.xsd")
@@ -44,7 +44,7 @@ def _plans(doc: Mapping[str, Any], names: list[str], heading: str) -> str:
 
 def _in_unit(v: Mapping[str, Any], key: str) -> float | None:
     """A verdict number in its display unit (``%`` for fractions), or None."""
-    from ..units import UnitError, unit
+    from ..config.units import UnitError, unit
 
     x = number(v.get(key))
     if x is None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..text import (
+from ..verdicts.wording import (
     baseline_text,
     clean_text,
     fallback_info,

@@ -10,7 +10,7 @@ import pytest
 from pytest_perfgate.cli import main
 from pytest_perfgate.config import load_thresholds
 from pytest_perfgate.engines.check import engine_problems, known_arguments, vllm_argument_names
-from pytest_perfgate.requirements import installed
+from pytest_perfgate.engines.requirements import installed
 
 GATE = """
 [phases.phase1]

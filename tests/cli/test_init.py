@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_perfgate.cli import main
-from pytest_perfgate.scaffold import TEST_FILE, THRESHOLDS, WORKFLOW, render
+from pytest_perfgate.cli.scaffold import TEST_FILE, THRESHOLDS, WORKFLOW, render
 
 BIN = str(Path(sys.executable).parent)
 

@@ -13,8 +13,8 @@ import pytest
 from pytest_perfgate import evaluate, make_samples
 from pytest_perfgate.config import Thresholds
 from pytest_perfgate.config.load import parse_thresholds
-from pytest_perfgate.rules import resolve_confidence
-from pytest_perfgate.session import RunState
+from pytest_perfgate.session.perfgate import RunState
+from pytest_perfgate.verdicts.rules import resolve_confidence
 
 DOC: dict[str, Any] = {
     "perfgate": {"confidence": 0.95},

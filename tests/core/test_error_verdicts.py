@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_perfgate import stats
 from pytest_perfgate.config import Thresholds, parse_thresholds
 from pytest_perfgate.contract import RequestRecord
-from pytest_perfgate.failures import GateFailure
 from pytest_perfgate.load.result import RunResult, describe_error, server_reason
-from pytest_perfgate.samples import RequestCounts, make_samples
-from pytest_perfgate.verdict import evaluate
+from pytest_perfgate.verdicts import bounds as stats
+from pytest_perfgate.verdicts.failures import GateFailure
+from pytest_perfgate.verdicts.samples import RequestCounts, make_samples
+from pytest_perfgate.verdicts.verdict import evaluate
 
 TOML = """
 [phases.slo]
@@ -144,7 +144,7 @@ def test_server_reasons_and_urls() -> None:
 
 
 def test_terminal_notes_name_each_cause_once_and_never_cut(th: Thresholds) -> None:
-    from pytest_perfgate.table import gate_table
+    from pytest_perfgate.plugin.table import gate_table
 
     run = run_of(2, [REJECTED] * 22, url="http://a-very-long-host-name.example.internal:8000")
     vs = [evaluate(th.gate(g), run, thresholds=th).to_dict() for g in ("ttft_p95", "tput", "err")]
@@ -167,14 +167,14 @@ def test_every_failing_gate_says_why(th: Thresholds) -> None:
     assert lines[0].startswith("gate err: error_rate rate = 50.0%") and lines[1].startswith("-> fallback:")
     assert lines[2].startswith("gates ttft_p95, tput: ERROR: not evaluated: 12/24 requests failed (12 x HTTP 422 from")
     assert len(lines) == 3
-    from pytest_perfgate.shortfail import message
+    from pytest_perfgate.plugin.shortfail import message
 
     shown = message(GateFailure(err, e1), short=False, fail_msg=None)
     assert shown is not None and shown[1].endswith("(and 1 more failing gate(s))")
 
 
 def test_gates_own_times_add_up_to_the_test() -> None:
-    from pytest_perfgate.recorder import own_times
+    from pytest_perfgate.plugin.recorder import own_times
 
     vs = [{"recorded_at": 102.0}, {"recorded_at": 102.5}, {}]
     own_times(vs, 100.0, 3.0)
@@ -209,7 +209,7 @@ def test_report_marks_regressed_only_against_a_regression_tolerance() -> None:
 
 
 def test_unknown_gate_in_a_marker_gets_did_you_mean(th: Thresholds) -> None:
-    from pytest_perfgate.markers import Markers
+    from pytest_perfgate.plugin.markers import Markers
 
     (line,) = Markers(gates=("ttft_p59",)).problems("t.py::t", th)
     assert "unknown gate 'ttft_p59' (did you mean 'ttft_p95'? gates in thresholds.toml:" in line
@@ -225,7 +225,7 @@ def test_warm_up_says_a_line() -> None:
     from pytest_perfgate.engines import registry
     from pytest_perfgate.load.runner import run_load
     from pytest_perfgate.load.schedule import LoadConfig
-    from pytest_perfgate.progress import progress_printer
+    from pytest_perfgate.runtime.progress import progress_printer
 
     said: list[str] = []
     with ScriptedServer(Script(ttft=0.001, itl=0.001)) as srv:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_perfgate.config import Thresholds
-from pytest_perfgate.sequential import look_schedule, sample_until_decided
+from pytest_perfgate.verdicts.sequential import look_schedule, sample_until_decided
 
 
 def test_look_schedule() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_perfgate import stats
+from pytest_perfgate.verdicts import bounds as stats
 
 
 @pytest.mark.parametrize(

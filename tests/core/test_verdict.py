@@ -128,7 +128,7 @@ def test_recorded_only(th: Thresholds) -> None:
 def test_value_statistic_of_repeated_runs_is_their_mean(th: Thresholds) -> None:
     from dataclasses import replace
 
-    from pytest_perfgate.units import parse_quantity
+    from pytest_perfgate.config.units import parse_quantity
 
     gate = replace(th.gate("tput_ratio"), compare=None, threshold=parse_quantity("30 tok/s"), direction="min")
     v = evaluate(gate, make_samples([40.0, 41.0, 39.5, 40.2] * 3, "tok/s"), thresholds=th)

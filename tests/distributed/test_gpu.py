@@ -1,5 +1,5 @@
 """The NCCL path (CUDA events per iteration). Skips without CUDA; scripts/gpu-check.sh runs the
-same path (pytest_perfgate.distributed.gpucheck) on a CUDA machine."""
+same path (pytest_perfgate.distributed.gpu_check) on a CUDA machine."""
 
 from __future__ import annotations
 

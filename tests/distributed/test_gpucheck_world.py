@@ -3,7 +3,7 @@ settings sweep runs on two GPUs or not at all, and the report says which."""
 
 from __future__ import annotations
 
-from pytest_perfgate.distributed.gpucheck import world
+from pytest_perfgate.distributed.gpu_check import world
 
 
 def test_one_gpu_skips_the_nccl_settings_sweep_and_says_why() -> None:

@@ -19,7 +19,7 @@ from pytest_perfgate.distributed import netns
 from pytest_perfgate.distributed.netns import NetnsHosts, Shaping
 from pytest_perfgate.distributed.pertoken import cross_node_verdict, per_token_times
 from pytest_perfgate.distributed.phase3 import Phase3Params, cross_node, single_node
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(netns.unavailable_reason() is not None, reason=str(netns.unavailable_reason()))

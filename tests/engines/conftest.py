@@ -22,7 +22,7 @@ from pytest_perfgate.engines.registry import create
 from pytest_perfgate.engines.vllm_inproc import EMBEDDED_CPU_OPTIONS
 from pytest_perfgate.load.metrics import e2e_ns, itl_ns, ttft_ns
 from pytest_perfgate.models import ModelSet, make_models
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 

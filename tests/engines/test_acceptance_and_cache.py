@@ -15,7 +15,7 @@ from pytest_perfgate.load.prompts import dialogue_prompts, exact_length_prompts,
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.models import ModelSet
-from pytest_perfgate.samples import Proportion
+from pytest_perfgate.verdicts.samples import Proportion
 
 pytestmark = pytest.mark.needs_engine
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate import startup
 from pytest_perfgate.config import EngineSpec, load_thresholds
 from pytest_perfgate.engines import manager as manager_mod
 from pytest_perfgate.engines.manager import EngineManager
 from pytest_perfgate.engines.vllm_inproc import device_name
+from pytest_perfgate.session import startup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,7 +121,7 @@ def test_a_phase_run_has_the_fork_server_up_before_its_first_engine(tmp_path: Pa
 
 _FORK_OUTPUT = r"""
 import os, sys
-from pytest_perfgate.enginelog import redirect_output
+from pytest_perfgate.session.enginelog import redirect_output
 from pytest_perfgate.engines import vllm_forkserver as fs
 from pathlib import Path
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_perfgate.enginelog import redirect_output
 from pytest_perfgate.engines import vllm_server
+from pytest_perfgate.session.enginelog import redirect_output
 
 
 def test_the_server_log_is_the_engine_log_while_the_engine_starts(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from pytest_perfgate import evaluate, load_thresholds, traces
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
-from pytest_perfgate.samples import Proportion
+from pytest_perfgate.verdicts.samples import Proportion
 
 pytestmark = pytest.mark.needs_engine
 

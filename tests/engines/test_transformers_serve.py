@@ -21,7 +21,7 @@ import pytest
 from slo_session import SLO_TOML, run_slo_session
 
 from pytest_perfgate.engines.vllm_server import free_port
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 CLI = Path(sys.executable).parent / "transformers"
 EXACT_PROMPTS = ("reqs = exact_length_prompts(perfgate_engines.get('mystack').tokenizer(), 16, 8, max_tokens=8)"

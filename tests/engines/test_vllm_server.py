@@ -11,7 +11,7 @@ from pytest_perfgate.contract import EngineError, Request, run_sync
 from pytest_perfgate.engines.registry import create
 from pytest_perfgate.engines.vllm_server import cli_args
 from pytest_perfgate.models import ModelSet
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 
 def test_cli_args_mapping() -> None:

@@ -14,7 +14,7 @@ from pytest_perfgate.config import load_thresholds
 from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.floors import annotate, check
 from pytest_perfgate.load.result import RunResult
-from pytest_perfgate.verdict import evaluate
+from pytest_perfgate.verdicts.verdict import evaluate
 
 ROOT = Path(__file__).parents[2]
 ROLES = {"baseline": "qwen72b", "speculative": "qwen72b-spec"}

@@ -15,7 +15,7 @@ from pytest_perfgate.load.capacity import Term
 from pytest_perfgate.load.goodput import goodput, parse_slos
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.load.sweep import sweep
-from pytest_perfgate.stats import clopper_pearson
+from pytest_perfgate.verdicts.bounds import clopper_pearson
 
 MS = 1_000_000
 

@@ -11,7 +11,7 @@ from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load import metrics as m
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.schedule import LoadConfig
-from pytest_perfgate.samples import Proportion, SampleError, Samples
+from pytest_perfgate.verdicts.samples import Proportion, SampleError, Samples
 
 MS = 1_000_000
 

@@ -15,8 +15,8 @@ from pytest_perfgate.load import runner as runner_module
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig, send_offsets_ns
-from pytest_perfgate.samples import Proportion, SampleError, Samples
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
+from pytest_perfgate.verdicts.samples import Proportion, SampleError, Samples
 
 # Timing here is checked by ordering, not by speed: a chunk arrives after the server sent it
 # (server and client share CLOCK_MONOTONIC), a run spans its budget, a request lasts at least what

@@ -8,7 +8,7 @@ from pathlib import Path
 from pytest_perfgate.config.load import parse_thresholds
 from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load.result import RunResult
-from pytest_perfgate.verdict import evaluate
+from pytest_perfgate.verdicts.verdict import evaluate
 
 TOML = {"phases": {"p": {}}, "gates": {
     "tpot": {"phase": "p", "metric": "tpot", "statistic": "p50", "max": "1 s"},

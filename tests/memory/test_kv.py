@@ -7,7 +7,7 @@ import pytest
 from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load.kv import KV_USAGE, PREEMPTIONS, SWAPPED, kv_pressure
 from pytest_perfgate.load.result import RunResult
-from pytest_perfgate.samples import SampleError
+from pytest_perfgate.verdicts.samples import SampleError
 
 
 def test_peak_usage_over_polls_and_preemptions_from_the_counter_delta() -> None:

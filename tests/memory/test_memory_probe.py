@@ -10,7 +10,7 @@ import pytest
 
 from pytest_perfgate.memory.probe import MallocSource, MemoryProbe, ProbeUnavailable, TorchCudaSource
 from pytest_perfgate.memory.workload import Pattern, churn, numpy_alloc
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 MiB = 2**20
 

@@ -18,7 +18,7 @@ from pytest_perfgate.memory.stats import (
     MemoryStatsError,
     free_blocks,
 )
-from pytest_perfgate.samples import SampleError
+from pytest_perfgate.verdicts.samples import SampleError
 
 GPU = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 SETTINGS = ("default", "seed_doc", "expandable")

@@ -16,8 +16,8 @@ import pytest
 from pytest_perfgate import ConfigError, LoadConfig, Request, Runs, load_thresholds, workload
 from pytest_perfgate.calib import Script, ScriptedServer
 from pytest_perfgate.load.prompts import warmup_prompts
-from pytest_perfgate.markers import MarkerError, parse
-from pytest_perfgate.runs import RunNotKept
+from pytest_perfgate.plugin.markers import MarkerError, parse
+from pytest_perfgate.session.runs import RunNotKept
 
 pytest_plugins = ["pytester"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_perfgate.startup import PluginConfig
+from pytest_perfgate.session.startup import PluginConfig
 
 TH = """
 [phases.phase1]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate import enginelog
+from pytest_perfgate.session import enginelog
 
 
 def test_library_handlers_write_to_the_log_until_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate import startup
+from pytest_perfgate.session import startup
 
 pytest_plugins = ["pytester"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate.requirements import engine_fix
+from pytest_perfgate.engines.requirements import engine_fix
 
 pytest_plugins = ["pytester"]
 
@@ -103,7 +103,7 @@ def test_tb_line_points_at_the_test_and_tb_long_brings_the_traceback_back(quiet:
     r.stdout.fnmatch_lines(["test_gates.py:6: gate long_context_ttft: ttft p99 212 ms > max 150 ms; fallback: tiered_kv_cache"])  # the test, not session.py
     assert "session.py" not in r.stdout.str()
     r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-k", "ttft", "--tb=long")
-    r.stdout.fnmatch_lines(["*pytest_perfgate/session.py:*", "E*GateFailure: gate long_context_ttft*"])
+    r.stdout.fnmatch_lines(["*pytest_perfgate/session/perfgate.py:*", "E*GateFailure: gate long_context_ttft*"])
 
 
 ENGINE_KIND = """

@@ -1,5 +1,5 @@
 """Third-party import noise is dropped in perfgate's processes, one named message at a time
-(pytest_perfgate/noise.py, issue 25); everything else those loggers say still shows."""
+(pytest_perfgate/runtime/noise.py, issue 25); everything else those loggers say still shows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate import noise
+from pytest_perfgate.runtime import noise
 
 
 class _Keep(logging.Handler):

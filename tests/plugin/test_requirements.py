@@ -11,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate import requirements
 from pytest_perfgate.calib import Script, ScriptedServer
-from pytest_perfgate.requirements import CLIENT_FIX, GPU_FIX, TORCHVISION_FIX, Missing, engine_fix, import_failure
+from pytest_perfgate.engines import requirements
+from pytest_perfgate.engines.requirements import (
+    CLIENT_FIX,
+    GPU_FIX,
+    TORCHVISION_FIX,
+    Missing,
+    engine_fix,
+    import_failure,
+)
 
 TH = """
 [phases.phase1]
@@ -40,10 +47,10 @@ BROKEN_TRANSFORMERS = 'raise RuntimeError("operator torchvision::nms does not ex
 def test_gpu_machine_is_told_the_gpu_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert engine_fix(True) == GPU_FIX == "pip install 'pytest-perfgate[gpu]'"
     assert engine_fix(False) == "pip install 'pytest-perfgate[cpu]'"
-    monkeypatch.setattr("pytest_perfgate.device.cuda_hint", lambda: True)
+    monkeypatch.setattr("pytest_perfgate.runtime.device.cuda_hint", lambda: True)
     msg = Missing(("baseline",), ("vllm",)).message()
     assert msg == "perfgate: engine 'baseline' cannot start: vllm is not installed (fix: pip install 'pytest-perfgate[gpu]')"
-    monkeypatch.setattr("pytest_perfgate.device.cuda_hint", lambda: False)
+    monkeypatch.setattr("pytest_perfgate.runtime.device.cuda_hint", lambda: False)
     assert "[cpu]" in Missing(("baseline",), ("vllm",)).message()
     assert GPU_FIX in Missing(("big",), (), cuda=True).message()
 

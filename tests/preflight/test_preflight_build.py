@@ -12,7 +12,7 @@ import pytest
 
 from pytest_perfgate import preflight
 from pytest_perfgate.config import load_thresholds
-from pytest_perfgate.params import workload
+from pytest_perfgate.config.params import workload
 
 pytest.importorskip("vllm")
 

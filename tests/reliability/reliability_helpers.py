@@ -13,7 +13,7 @@ import pytest
 
 from pytest_perfgate.calib import Script, ScriptedServer
 from pytest_perfgate.engines.vllm_inproc import EMBEDDED_CPU_OPTIONS
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 

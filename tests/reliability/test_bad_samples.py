@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from reliability_helpers import one_gate
 
-from pytest_perfgate.samples import Proportion, SampleError, as_data, make_samples
+from pytest_perfgate.verdicts.samples import Proportion, SampleError, as_data, make_samples
 
 pytest_plugins = ["pytester"]
 

@@ -20,7 +20,7 @@ import pytest
 from reliability_helpers import closed_port, listening, perfgate_temp_files, tagged_processes
 
 from pytest_perfgate.engines import procguard
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 LIVENESS_S = 120  # waits that fail only when something never happens (processes never go)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from reliability_helpers import one_gate, perfgate_temp_files, tagged_processes
 
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 pytest_plugins = ["pytester"]
 

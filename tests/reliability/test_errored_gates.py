@@ -18,7 +18,7 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Properties
 from reliability_helpers import closed_port, tiny_server_args
 
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 pytest_plugins = ["pytester"]
 

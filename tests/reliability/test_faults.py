@@ -25,9 +25,9 @@ from pytest_perfgate.engines import registry
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig, send_offsets_ns
-from pytest_perfgate.samples import SampleError
-from pytest_perfgate.timeouts import scaled
-from pytest_perfgate.verdict import evaluate
+from pytest_perfgate.runtime.timeouts import scaled
+from pytest_perfgate.verdicts.samples import SampleError
+from pytest_perfgate.verdicts.verdict import evaluate
 
 pytest_plugins = ["pytester"]
 

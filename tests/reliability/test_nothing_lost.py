@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 pytest_plugins = ["pytester"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_perfgate.engines import procguard
-from pytest_perfgate.timeouts import scaled
+from pytest_perfgate.runtime.timeouts import scaled
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 

@@ -199,7 +199,7 @@ def test_engine_info_and_start_errors_mask_secret_arguments() -> None:
     """Secrets put in an engine table (an ``env`` token, ``api_key``) are masked wherever the engine
     describes itself: info() (decision record, JUnit properties) and the failed-start message."""
     from pytest_perfgate.engines.vllm_server import VLLMServerEngine, cli_args
-    from pytest_perfgate.redaction import redact_args, redact_command
+    from pytest_perfgate.runtime.redaction import redact_args, redact_command
 
     args = {"model": "m", "api_key": "s3cret-A", "max_num_batched_tokens": 64, "tokenizer": "tok",
             "env": {"HF_TOKEN": "s3cret-B", "VLLM_CPU_KVCACHE_SPACE": "1"}}

@@ -12,7 +12,7 @@ import pytest
 from simhelp import assert_rate
 
 from pytest_perfgate import evaluate, load_thresholds, make_proportion
-from pytest_perfgate.verdict import best_of
+from pytest_perfgate.verdicts.verdict import best_of
 
 ROOT = Path(__file__).parents[2]
 TH = load_thresholds(ROOT / "thresholds.toml")

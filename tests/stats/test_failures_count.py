@@ -18,8 +18,8 @@ from simhelp import assert_rate
 from pytest_perfgate import evaluate, make_samples, pool, sample_until_decided
 from pytest_perfgate.config import Thresholds
 from pytest_perfgate.config.load import parse_thresholds
-from pytest_perfgate.samples import Proportion, RequestCounts, make_proportion, with_failures
-from pytest_perfgate.session import Perfgate
+from pytest_perfgate.session.perfgate import Perfgate
+from pytest_perfgate.verdicts.samples import Proportion, RequestCounts, make_proportion, with_failures
 
 C = 0.95
 LIMIT = 0.150

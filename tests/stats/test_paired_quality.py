@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from simhelp import assert_rate
 
-from pytest_perfgate import evaluate, load_thresholds, make_samples, stats
+from pytest_perfgate import evaluate, load_thresholds, make_samples
+from pytest_perfgate.verdicts import bounds as stats
 from pytest_perfgate.vision.quality import simulate_drops
 
 ROOT = Path(__file__).parents[2]

@@ -12,10 +12,11 @@ import pytest
 from scipy import special as spc
 from simhelp import assert_rate
 
-from pytest_perfgate import evaluate, make_proportion, make_samples, sample_until_decided, stats
+from pytest_perfgate import evaluate, make_proportion, make_samples, sample_until_decided
 from pytest_perfgate.config import ConfigError, Thresholds, load_thresholds
-from pytest_perfgate.decisions import phase_outcome, required_gates
-from pytest_perfgate.sequential import SequentialUsageError, plan_for
+from pytest_perfgate.store.decisions import phase_outcome, required_gates
+from pytest_perfgate.verdicts import bounds as stats
+from pytest_perfgate.verdicts.sequential import SequentialUsageError, plan_for
 
 C = 0.95
 

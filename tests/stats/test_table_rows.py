@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from simhelp import assert_rate
 
-from pytest_perfgate import evaluate, make_proportion, make_samples, stats
+from pytest_perfgate import evaluate, make_proportion, make_samples
 from pytest_perfgate.config import Thresholds
+from pytest_perfgate.verdicts import bounds as stats
 
 C = 0.95
 TRIALS = 1000

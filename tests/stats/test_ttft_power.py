@@ -16,7 +16,7 @@ from simhelp import assert_rate
 
 from pytest_perfgate import make_samples, sample_until_decided
 from pytest_perfgate.config import ConfigError, load_thresholds
-from pytest_perfgate.sequential import plan_for
+from pytest_perfgate.verdicts.sequential import plan_for
 
 ROOT = Path(__file__).parents[2]
 C = 0.95

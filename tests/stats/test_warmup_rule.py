@@ -17,7 +17,7 @@ from scipy import special as spc
 from simhelp import assert_rate
 
 from pytest_perfgate import Engines, LoadConfig, load_thresholds
-from pytest_perfgate.sequential import plan_for
+from pytest_perfgate.verdicts.sequential import plan_for
 
 ROOT = Path(__file__).parents[2]
 LIMIT = 0.150

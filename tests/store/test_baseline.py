@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from pytest_perfgate.config import Thresholds
-from pytest_perfgate.samples import Proportion, make_samples
 from pytest_perfgate.store import baseline, history
+from pytest_perfgate.verdicts.samples import Proportion, make_samples
 
 TOL = 0.10
 C = 0.95
@@ -58,8 +58,8 @@ def test_bigger_is_better_rates(th: Thresholds) -> None:
 
 
 def test_apply_fails_a_passing_gate_and_shows_both_numbers(th: Thresholds) -> None:
-    from pytest_perfgate.failures import headline
-    from pytest_perfgate.verdict import evaluate
+    from pytest_perfgate.verdicts.failures import headline
+    from pytest_perfgate.verdicts.verdict import evaluate
 
     g = th.gate("lat")
     rng = np.random.default_rng(3)

@@ -17,9 +17,9 @@ from pytest_perfgate.engines.openai import OpenAIEngine
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
-from pytest_perfgate.samples import Proportion, make_samples
 from pytest_perfgate.store import records
-from pytest_perfgate.verdict import evaluate
+from pytest_perfgate.verdicts.samples import Proportion, make_samples
+from pytest_perfgate.verdicts.verdict import evaluate
 
 HOSTILE = "</script><b>x</b> & \"'\x1b[31m"
 

@@ -147,7 +147,7 @@ def test_decision_api_reads_phase2_memory(tmp_path: Path) -> None:
     import json
 
     import pytest_perfgate
-    from pytest_perfgate.decisions import gate_value
+    from pytest_perfgate.store.decisions import gate_value
 
     doc = {"schema": "pytest-perfgate/decisions/1", "phases": {"phase2": {"outcome": "passed", "verdicts": [
         {"gate": "vision_kv_tokens_freed", "observed": 1234.0}]}}}

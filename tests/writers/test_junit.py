@@ -167,7 +167,7 @@ def test_hostile_strings_survive_escaping(tmp_path: Path) -> None:
 
 def test_real_verdict_to_dict_is_accepted(tmp_path: Path) -> None:
     """The writer reads what ``Verdict.to_dict()`` produces (including infinite bounds -> None)."""
-    from pytest_perfgate.verdict import Verdict
+    from pytest_perfgate.verdicts.verdict import Verdict
 
     v = Verdict(gate="g", phase="p", outcome="inconclusive", metric="ttft", statistic="p99", observed=0.2,
                 lower=0.1, upper=math.inf, n=3, confidence=0.95, method="order-statistic", unit="ms",

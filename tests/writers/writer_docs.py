@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_perfgate.units import format_value, unit
+from pytest_perfgate.config.units import format_value, unit
 
 HOSTILE = "</script><img src=x onerror=alert(1)> ]]> & \"quote' \x00\x07\x1b[31m \ud800 \udfff \ufffe end"
 

@@ -1,0 +1,5 @@
+"""``python -m pytest_perfgate.cli``: the ``perfgate`` command."""
+
+from . import main
+
+raise SystemExit(main())

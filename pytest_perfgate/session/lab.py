@@ -1,0 +1,169 @@
+"""The ``perfgate_engines`` fixture's value: the session's engines, the one way to run load.
+
+``run(engine, requests, config=LoadConfig(), keep_as=NAME)`` starts (or reuses) the engine, sends the
+requests under ``config`` (warm-up with prompts of its own built with the engine's tokenizer) and
+keeps the run under ``NAME`` in the session's :class:`~pytest_perfgate.session.runs.Runs`
+(``perfgate.runs[NAME]``). Variants of an engine are declared with :meth:`Engines.variant`. No
+pytest import: the plugin builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import EngineSpec
+from .runs import Runs
+
+if TYPE_CHECKING:
+    from ..contract import Engine, Request
+    from ..engines.manager import EngineManager
+    from ..load.result import RunResult
+    from ..load.schedule import LoadConfig
+    from .enginelog import LoggedEngines
+
+
+class Engines:
+    """Lazy engines, at most one alive at a time (starting one stops the other)."""
+
+    def __init__(self, logged: LoggedEngines, manager: EngineManager, specs: dict[str, EngineSpec], runs: Runs) -> None:
+        self._logged = logged
+        self._mgr = manager
+        self._specs = specs  # the manager's specs: thresholds.toml's engines, then declared variants
+        self.runs = runs
+
+    @classmethod
+    def open(cls, specs: Mapping[str, EngineSpec], aliases: Mapping[str, str], out_dir: Path,
+             suspend: Callable[[], AbstractContextManager[Any]], say: Callable[[str], None], runs: Runs) -> Engines:
+        """The session's engines: ``specs`` from thresholds.toml, ``aliases`` from ``--perfgate-engine
+        ROLE=NAME``, engine output in ``out_dir/engines/``, ``suspend`` pauses the test runner's
+        output capture, ``say`` prints progress lines."""
+        from ..contract import EngineError
+        from ..engines.manager import EngineManager
+        from .enginelog import LoggedEngines
+
+        own = dict(specs)
+        said: list[LoggedEngines] = []
+        mgr = EngineManager(own, dict(aliases), lambda m: said[0].say(m))
+        logged = LoggedEngines(mgr, out_dir, suspend, EngineError, say)
+        said.append(logged)
+        return cls(logged, mgr, own, runs)
+
+    def get(self, name: str) -> Engine:
+        """The started engine ``name`` (``[engines.NAME]``, a built-in one, or a declared variant)."""
+        engine: Engine = self._logged.get(name)
+        return engine
+
+    def spec(self, name: str) -> EngineSpec:
+        return self._mgr.spec(name)
+
+    def is_embedded(self, name: str) -> bool:
+        """Does engine ``name`` run the tiny generated models (the CPU default)?"""
+        return self._mgr.is_embedded(name)
+
+    def tokenizer(self, name: str) -> Any:
+        """The tokenizer of engine ``name`` (for exact-length prompts; starts the engine). A missing
+        or broken optional package (transformers, a torchvision built for another torch) is one
+        line with its fix (:func:`~pytest_perfgate.engines.requirements.import_failure`), an EngineError."""
+        engine = self.get(name)
+        try:
+            return engine.tokenizer()
+        except (ImportError, RuntimeError) as e:
+            from ..contract import EngineError
+            from ..engines.requirements import import_failure
+
+            line = import_failure(e, f"engine {engine.name!r} ({engine.kind}) tokenizer")
+            if line is None:
+                raise
+            raise EngineError(line) from None
+
+    def variant(self, base: str, name: str, **args: Any) -> str:
+        """Declare engine ``name``: engine ``base`` with vLLM arguments ``args`` changed; returns
+        ``name``. Declaring the same name again with other arguments is an error."""
+        spec = self.spec(base)
+        new = EngineSpec(name, spec.kind, {**spec.args, **args}, spec.name)
+        old = self._specs.get(name)
+        if old is not None and old != new:
+            raise ValueError(f"engine {name!r} is already declared with other arguments ({dict(old.args)})")
+        self._specs[name] = new
+        return name
+
+    def run(
+        self,
+        engine: str,
+        requests: Sequence[Request],
+        config: LoadConfig | None = None,
+        *,
+        keep_as: str | None = None,
+        stop: Callable[[RunResult], bool] | None = None,
+        slos: Mapping[str, float] | None = None,
+    ) -> RunResult:
+        """Measure ``requests`` on engine ``engine`` under ``config`` (default: each request once,
+        one at a time); ``keep_as``: keep the run in ``perfgate.runs`` under that name."""
+        from ..load.prompts import warmup_prompts
+        from ..load.runner import run_load
+        from ..load.schedule import LoadConfig
+        from ..runtime.progress import progress_printer
+
+        cfg = config if config is not None else LoadConfig()
+        eng = self.get(engine)
+        # token-id prompts get token-id warm-ups of an exact length (the engine's tokenizer), text prompts text
+        tok = eng.tokenizer() if cfg.warmup and requests and isinstance(requests[0].prompt, tuple) else None
+        warm = warmup_prompts(requests, cfg.warmup, tok) if cfg.warmup else None
+        run = run_load(eng, requests, cfg, progress_printer(self._logged.say, eng.name), stop, slos=slos, warmup=warm)
+        if keep_as is not None:
+            self.runs.keep(keep_as, run, requests)
+        return run
+
+    def warm_up(self, engine: str, count: int = 1) -> None:
+        """Send ``count`` requests of their own to engine ``engine`` (started if needed), not kept:
+        the first measured request then finds the engine warm, and no measured prompt in its
+        prefix cache."""
+        import time
+
+        from ..load.prompts import warmup_prompts
+
+        prompts = warmup_prompts([], count, self.tokenizer(engine))
+        t0 = time.monotonic()
+        self._logged.say(f"perfgate: [{engine}] warm-up: {count} request(s), not measured")
+        run = self.run(engine, prompts)
+        self._logged.say(f"perfgate: [{engine}] warm-up done: {len(run.successful)}/{len(run.measured)} answered "
+                         f"in {time.monotonic() - t0:.1f} s")
+
+    @staticmethod
+    def gpus() -> int:
+        """CUDA devices visible to this process (0 on a CPU-only machine)."""
+        from ..runtime.device import cpu_only
+
+        if cpu_only():
+            return 0
+        import torch
+
+        return int(torch.cuda.device_count())
+
+    def current(self) -> str | None:
+        """The live engine's name, else the last one started (or attempted), else None."""
+        live = self._mgr.live
+        return live.name if live is not None else (sorted(self.used)[-1] if self.used else None)
+
+    def stop(self) -> None:
+        """Stop the live engine (the next ``get``/``run`` starts what it needs)."""
+        self._mgr.stop()
+
+    @property
+    def used(self) -> set[str]:
+        """Engine names started (or attempted) in this session."""
+        return self._logged.used
+
+    @property
+    def live(self) -> Engine | None:
+        return self._mgr.live
+
+    def close(self) -> None:
+        self._mgr.close()
+
+    def close_in_background(self) -> Callable[[float], str | None]:
+        """Stop the live engine on a thread; ``wait(timeout_s)`` joins it (an error message or None)."""
+        return self._logged.close_in_background()
