@@ -5,6 +5,7 @@ key, e.g. ``thresholds.toml: [gates.ttft] max = "150 parsecs": unknown unit 'par
 No pytest, no numpy: this runs at pytest start-up.
 
 - :mod:`.model`: the dataclasses (``Thresholds``, ``Gate``, ...) and ``ConfigError``;
+- :mod:`.statistics`: the registry of statistic and comparison kinds (``Statistic``);
 - :mod:`.checker`: typed reads of TOML values that name the table and key of a bad one;
 - :mod:`.gate`: one ``[gates.NAME]`` table;
 - :mod:`.load`: the file and its other tables.
@@ -23,9 +24,9 @@ from .model import (
     Gate,
     Phase,
     Settings,
-    Statistic,
     Thresholds,
 )
+from .statistics import Statistic, StatisticKind, register_kind
 
 __all__ = [
     "BUILTIN_ENGINES",
@@ -38,7 +39,9 @@ __all__ = [
     "Phase",
     "Settings",
     "Statistic",
+    "StatisticKind",
     "Thresholds",
     "load_thresholds",
     "parse_thresholds",
+    "register_kind",
 ]

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import metrics as metric_names
-from . import model
+from . import model, statistics
 from .checker import Checker
-from .model import EngineSpec, Fallback, Gate, Phase, Settings, Statistic
+from .model import EngineSpec, Fallback, Gate, Phase, Settings
+from .statistics import Statistic
 from .units import Quantity
 
 GATE_KEYS = {
@@ -17,7 +18,6 @@ GATE_KEYS = {
     "confidence", "description", "title", "unit", "bands", "max_samples", "max_seconds", "engine",
     "params", "record_only", "max_error_rate", "regression", "single", "requests",
 }  # fmt: skip
-_COMPARE_DIMS = {"ratio": ("number", "fraction"), "reduction": ("number", "fraction")}
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ def parse_gate(
     statistic = _statistic(c, tn, t, metric.dimension)
     compare, runs = _comparison(c, tn, t)
     direction = _direction(c, tn, t)
-    want = _COMPARE_DIMS.get(compare or "", (metric.dimension,))
+    cmp_kind = statistics.comparison_kind(compare) if compare else None
+    want = (cmp_kind.dims if cmp_kind is not None else None) or (metric.dimension,)
     if metric.dimension == "fraction" and compare is None:
         want = ("fraction", "number")  # 0.7 or "70%"
     dims = _Dims(c, tn, metric.name, compare, want)
@@ -77,7 +78,7 @@ def parse_gate(
     if not isinstance(params, dict):
         raise c.err(tn, "params", "must be a table")
     single = c.flag(t, "single", tn)
-    if single and statistic.kind != "value":
+    if single and not _stat_kind(statistic).single_ok:
         raise c.err(tn, "single", f"only a statistic = \"value\" gate takes one measured number, not {statistic.text!r}")
     if direction is not None and compare is None:
         _check_reachable(c, tn, name, statistic, direction, conf, t, settings or Settings())
@@ -120,17 +121,23 @@ def _metric(c: Checker, tn: str, t: Mapping[str, Any]) -> metric_names.Metric:
 def _statistic(c: Checker, tn: str, t: Mapping[str, Any], dimension: str) -> Statistic:
     stext = c.string(t, "statistic", tn, "rate" if dimension == "fraction" else "")
     if not stext:
-        raise c.err(tn, "statistic", f"missing (use {model.STATISTICS_HELP})")
+        raise c.err(tn, "statistic", f"missing (use {statistics.statistics_help()})")
     try:
         return Statistic.parse(stext)
     except ValueError as e:
         raise c.err(tn, "statistic", str(e)) from None
 
 
+def _stat_kind(st: Statistic) -> statistics.StatisticKind:
+    k = statistics.kind(st.kind)
+    assert k is not None, st  # Statistic.parse only returns registered kinds
+    return k
+
+
 def _comparison(c: Checker, tn: str, t: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
     compare = t.get("compare")
-    if compare is not None and compare not in model.COMPARE_KINDS:
-        raise c.err(tn, "compare", f"must be one of {', '.join(model.COMPARE_KINDS)}, got {compare!r}")
+    if compare is not None and (not isinstance(compare, str) or statistics.comparison_kind(compare) is None):
+        raise c.err(tn, "compare", f"must be one of {', '.join(statistics.compare_kinds())}, got {compare!r}")
     runs = c.names(t, "runs", tn)
     if compare and runs and len(runs) != 2:
         raise c.err(tn, "runs", f"a {compare} gate compares exactly two runs (treatment, reference), got {list(runs)}")
@@ -200,7 +207,7 @@ def _check_reachable(
     """A sequential gate whose budget can never give a pass is a usage error, named here."""
     from .looks import pass_plan, unreachable_message
 
-    if st.kind != "quantile":
+    if not _stat_kind(st).checks_budget:
         return
     budget = t.get("max_samples", settings.max_samples)
     if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:

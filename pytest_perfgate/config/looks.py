@@ -17,12 +17,15 @@ caller raises a usage error naming the gate.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from . import statistics
+from .statistics import MEAN_MIN_N, Statistic, StatisticKind
 
 FIRST_LOOK = 5
 GROWTH = 1.5
-MEAN_MIN_N = 12  # the mean's bound needs at least this many samples (see stats.mean_bounds)
+__all__ = ["FIRST_LOOK", "GROWTH", "MEAN_MIN_N", "LookPlan", "decidable_size", "look_schedule", "min_pass_samples",
+           "pass_plan", "unreachable_message"]
 
 
 def look_schedule(max_samples: int, first: int = FIRST_LOOK, growth: float = GROWTH) -> list[int]:
@@ -41,13 +44,16 @@ def look_schedule(max_samples: int, first: int = FIRST_LOOK, growth: float = GRO
 
 
 def min_pass_samples(kind: str, q: float | None, direction: str | None, alpha: float) -> int:
-    """Fewest samples at which a pass is possible at error ``alpha`` (every sample on the good side)."""
-    if kind == "quantile" and q is not None:
-        qq = q if direction != "min" else 1 - q  # the probability of a sample on the good side
-        return max(1, math.ceil(math.log(alpha) / math.log(qq) - 1e-12))
-    if kind == "mean":
-        return MEAN_MIN_N
-    return 2
+    """Fewest samples at which a pass is possible at error ``alpha`` (every sample on the good side):
+    the registered kind's own count (:meth:`StatisticKind.min_pass_samples`)."""
+    return _kind(kind).min_pass_samples(q, direction, alpha)
+
+
+def _kind(name: str) -> StatisticKind:
+    k = statistics.kind(name)
+    if k is None:
+        raise ValueError(f"unknown statistic kind {name!r} (known: {', '.join(statistics.known_kinds())})")
+    return k
 
 
 @dataclass(frozen=True)
@@ -83,19 +89,15 @@ def pass_plan(kind: str, q: float | None, direction: str | None, c: float, max_s
 
 
 def unreachable_message(gate: str, kind: str, q: float | None, direction: str | None, c: float, max_samples: int) -> str:
-    need = min_pass_samples(kind, q, direction, 1 - c)
+    k = _kind(kind)
+    need = k.min_pass_samples(q, direction, 1 - c)
     return (f"gate {gate}: a pass is not reachable within max_samples = {max_samples}: even with every sample "
-            f"under the threshold a {kind if q is None else f'p{q * 100:g}'} pass at {c:g} needs >= {need} samples "
+            f"under the threshold a {k.label(Statistic(kind, q))} pass at {c:g} needs >= {need} samples "
             f"(raise max_samples, lower the confidence, or gate a lower percentile)")
 
 
 def decidable_size(kind: str, q: float | None, direction: str | None, c: float, compare: str | None) -> int | None:
-    """Fewest requests a run needs before the gate can decide (a pass possible): a quantile gate's
-    early-stopping minimum (P99 at 95%: 299); a quantile comparison's per-run bounds at 1 - alpha/2
-    (P99: 368); None for the other kinds (no fixed count)."""
-    if kind != "quantile" or q is None:
-        return None
-    if compare is None:
-        return min_pass_samples(kind, q, direction, 1 - c)
-    a2 = (1 - c) / 2
-    return max(math.ceil(math.log(a2) / math.log(q) - 1e-12), math.ceil(math.log(a2) / math.log(1 - q) - 1e-12))
+    """Fewest requests a run needs before the gate can decide (a pass possible): the registered kind's
+    own count (a quantile gate's early-stopping minimum, P99 at 95%: 299; a quantile comparison's
+    per-run bounds at 1 - alpha/2, P99: 368); None for kinds with no fixed count."""
+    return _kind(kind).decidable_size(q, direction, c, compare)

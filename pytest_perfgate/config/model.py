@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .statistics import Statistic, compare_kinds, statistics_help
 from .units import Quantity
 
 
@@ -46,36 +46,10 @@ class Fallback:
     doc: str = ""
 
 
-_STAT = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")
-STATISTICS_HELP = "p50, p90, p99, p99.9 (any pNN), median, mean, value, rate"
+STATISTICS_HELP = statistics_help()  # the built-in kinds; a registered Method adds its own
 
 
-@dataclass(frozen=True)
-class Statistic:
-    """``quantile`` (with ``q``), ``mean`` or ``value`` (a single measurement / a rate)."""
-
-    kind: str
-    q: float | None = None
-    text: str = ""
-
-    @staticmethod
-    def parse(text: str) -> Statistic:
-        t = text.strip().lower()
-        if t == "median":
-            return Statistic("quantile", 0.5, "p50")
-        if t in ("mean", "avg", "average"):
-            return Statistic("mean", None, "mean")
-        if t in ("value", "rate", "ratio"):
-            return Statistic("value", None, t)
-        m = _STAT.match(t)
-        if m:
-            q = float(m.group(1)) / 100.0
-            if 0.0 < q < 1.0:
-                return Statistic("quantile", q, t)
-        raise ValueError(f"unknown statistic {text!r} (use {STATISTICS_HELP})")
-
-
-COMPARE_KINDS = ("ratio", "difference", "reduction")
+COMPARE_KINDS = compare_kinds()  # the built-in kinds (config/statistics.py is the registry)
 # engines that exist without an [engines.NAME] table: the embedded CPU default (engines/manager.py)
 BUILTIN_ENGINES = ("baseline", "speculative")
 

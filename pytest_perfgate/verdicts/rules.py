@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..config import statistics
 from ..config.metrics import lookup
 from ..config.units import DIMENSION_DEFAULT_UNIT
 from . import bounds as stats
@@ -103,8 +104,9 @@ def censored(gate: Gate, d: Data) -> int:
     value is unknown but no better than the limit: censored), 0 for every other gate. Dropping them
     would bias the percentile low exactly when the slowest requests time out."""
     m = lookup(gate.metric)
+    k = statistics.kind(gate.statistic.kind)
     if (not isinstance(d, Samples) or d.requests is None or gate.compare or gate.direction != "max"
-            or gate.statistic.kind != "quantile" or m is None or m.name not in CENSORED_METRICS):
+            or k is None or not k.censors_failures or m is None or m.name not in CENSORED_METRICS):
         return 0
     return d.requests.failed
 

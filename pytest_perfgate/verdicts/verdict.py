@@ -18,19 +18,10 @@ import numpy as np
 from ..config import Fallback, Gate, Thresholds
 from ..config.metrics import REQUESTS, lookup
 from ..config.units import base_unit, format_value, unit
-from . import bounds as stats
 from . import wording as text
 from .comparison import evaluate_compare
-from .rules import (
-    censored,
-    check_dimension,
-    data_dimension,
-    decide,
-    display_unit,
-    proportion_bounds,
-    resolve_confidence,
-    unmeasured_unit,
-)
+from .methods import Estimate, comparison_for, method_for
+from .rules import check_dimension, data_dimension, display_unit, resolve_confidence, unmeasured_unit
 from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, Samples, as_data, pooled_requests
 
 
@@ -222,6 +213,10 @@ def evaluate(
     Raises :class:`SampleError` when the data can't be evaluated (empty, NaN, wrong dimension).
     """
     c = resolve_confidence(gate, thresholds, confidence)
+    where = thresholds.path if thresholds is not None else None
+    method_for(gate.statistic.kind, gate=gate.name, path=where)  # an unknown kind: a ConfigError naming the file
+    if gate.compare:
+        comparison_for(gate.compare, gate=gate.name, path=where)
     err = error_verdict(gate, data, thresholds, c)
     if err is not None:
         return err
@@ -232,8 +227,8 @@ def evaluate(
         v = _evaluate_single(gate, d, c)
         counts = request_counts(data)
         if counts is not None and counts.failed and counts_requests(gate):  # the error-rate gate names the causes
-            v["note"] = "; ".join(x for x in (v["note"], counts.listed(3)) if x)
-        v["note"] = "; ".join(x for x in (v["note"], *getattr(d, "notes", ())) if x)  # e.g. lengths not forced
+            v = v.noted(counts.listed(3))
+        v = v.noted(*getattr(d, "notes", ()))  # e.g. lengths not forced
     return _finish(gate, v, _fallback_info(gate, thresholds))
 
 
@@ -319,28 +314,14 @@ def _on_successful(gate: Gate, data: Any, c: float) -> tuple[float, str]:
         v = _evaluate_single(gate, replace(d, requests=None) if isinstance(d, Samples) else d, c)  # successes only
     except (SampleError, ValueError, TypeError):
         return math.nan, ""
-    observed = float(v["observed"])
-    return (observed, str(v["unit"])) if math.isfinite(observed) else (math.nan, "")
+    return (v.observed, v.unit) if math.isfinite(v.observed) else (math.nan, "")
 
 
-def _paired(gate: Gate, x: Any, c: float, base: dict[str, Any]) -> dict[str, Any]:
-    """A gate with ``params = { paired = "discordant" }``: per-pair differences in {-1, 0, 1} (e.g. an
-    image right with the reference only: +1), bounded exactly on the discordant pairs."""
-    if not np.all(np.isin(x, (-1.0, 0.0, 1.0))):
-        raise SampleError(f"gate {gate.name}: params.paired = \"discordant\" takes one value per pair in "
-                          "{-1, 0, 1} (first right only: 1, second right only: -1)")
-    b, d = int(np.count_nonzero(x == 1.0)), int(np.count_nonzero(x == -1.0))
-    bnd = stats.paired_difference_bounds(b, d, int(x.size), c)
-    note = f"paired: {b} pairs right with the reference only, {d} with the other only, of {x.size}"
-    return dict(base, outcome=decide(gate, bnd), observed=bnd.observed, lower=bnd.lower, upper=bnd.upper,
-                n=int(x.size), method=bnd.method, note=note)
-
-
-def _finish(gate: Gate, v: dict[str, Any], fb_info: tuple[Fallback, ...]) -> Verdict:
+def _finish(gate: Gate, e: Estimate, fb_info: tuple[Fallback, ...]) -> Verdict:
     band = None
-    if gate.bands and math.isfinite(v["observed"]):
+    if gate.bands and math.isfinite(e.observed):
         for label, edge in gate.bands:
-            if v["observed"] >= edge.base:
+            if e.observed >= edge.base:
                 band = label
                 break
     return Verdict(
@@ -355,74 +336,13 @@ def _finish(gate: Gate, v: dict[str, Any], fb_info: tuple[Fallback, ...]) -> Ver
         fallback_info=fb_info,
         compare=gate.compare,
         band=band,
-        **v,
+        outcome=e.outcome, observed=e.observed, lower=e.lower, upper=e.upper, n=e.n, confidence=e.confidence,
+        method=e.method, unit=e.unit, needed=e.needed, note=e.note, details=e.details,
     )
 
 
-def _evaluate_single(gate: Gate, d: Data, c: float) -> dict[str, Any]:
+def _evaluate_single(gate: Gate, d: Data, c: float) -> Estimate:
+    """One run through the Method of the gate's statistic (:mod:`methods`), chosen for the data."""
     check_dimension(gate, d)
-    st = gate.statistic
     shown = display_unit(gate, d, data_dimension(gate, d))
-    base = dict(confidence=c, unit=shown, needed=None, note="", details={})
-    thr = gate.threshold.base if gate.threshold is not None else None
-    if isinstance(d, Proportion):
-        if st.kind == "quantile":
-            raise SampleError(f"gate {gate.name}: {st.text} of a proportion makes no sense; use statistic = \"rate\"")
-        if d.trials == 0:
-            raise SampleError(f"gate {gate.name}: {d.label or gate.metric}: 0 trials, nothing was measured")
-        b, note = proportion_bounds(d, c)
-        outcome = decide(gate, b)
-        needed = None
-        if outcome == "inconclusive" and thr is not None and gate.direction is not None:
-            deff = stats.design_effect(*d.clusters()) if d.clustered else 1.0
-            needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, thr, deff)
-        return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=d.trials,
-                    method=b.method, needed=needed, details=dict(d.extra), note=note)
-    x = d.values
-    n = x.size
-    if st.kind == "value":
-        if d.denominators is not None:  # a ratio of sums (e.g. tokens over busy seconds), one pair per request
-            b = stats.ratio_bounds(x, d.denominators, c, "ratio estimator, cluster-robust t")
-            outcome = decide(gate, b)
-            note = "" if n >= 2 else "one request: a ratio's bound needs >= 2"
-            return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
-                        method=b.method, note=note, needed=2 if n < 2 and outcome == "inconclusive" else None)
-        if n == 1:
-            obs = float(x[0])
-            if gate.single or gate.direction is None:
-                b = stats.Bounds(obs, obs, obs, "single")
-                return dict(base, outcome=decide(gate, b), observed=obs, lower=obs, upper=obs, n=1,
-                            method="single", note="single measurement: no confidence interval (the gate sets single = true)"
-                            if gate.single else "single measurement: no confidence interval")
-            return dict(base, outcome="inconclusive", observed=obs, lower=-math.inf, upper=math.inf, n=1,
-                        method="none", needed=None,
-                        note="one measured number has no confidence bound: repeat the run (the runs' values are "
-                             "then gated by their mean) or set single = true on the gate to accept one measurement")
-        # several run-level values: repeated runs, gated by their mean
-    if st.kind == "mean" and gate.params.get("paired") == "discordant":
-        return _paired(gate, x, c, base)
-    if st.kind in ("mean", "value"):
-        b = stats.mean_bounds(x, c, gate.direction)
-        outcome = decide(gate, b)
-        needed = None
-        if outcome == "inconclusive" and thr is not None:
-            needed = stats.mean_needed(x, c, thr)
-        note = "mean of repeated runs" if st.kind == "value" else ""
-        if b.warning:
-            note = f"{note}; {b.warning}" if note else b.warning
-        return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
-                    method=b.method, needed=needed, note=note)
-    assert st.q is not None
-    over = censored(gate, d)
-    note = ""
-    if over:  # failed requests within the error budget: over the limit, never dropped
-        x = np.concatenate([x, np.full(over, np.inf)])
-        n = x.size
-        note = f"{over} failed request(s) counted as over the limit (censored: {d.requests.listed(3) if d.requests else ''})"
-    b = stats.quantile_bounds(x, st.q, c)
-    if gate.direction is None or thr is None:
-        outcome, needed = "recorded", None
-    else:
-        outcome, needed = stats.quantile_decision(x, st.q, c, gate.direction, thr)
-    return dict(base, outcome=outcome, observed=b.observed, lower=b.lower, upper=b.upper, n=n,
-                method=b.method, needed=needed, note=note)
+    return method_for(gate.statistic.kind, gate=gate.name).select(gate, d).evaluate(gate, d, c, shown)
