@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
     from ..load.result import RunResult
+    from ..verdicts.record import VerdictRecord
     from ..verdicts.verdict import Verdict
 
 SCHEMA = "pytest-perfgate/samples/1"
@@ -58,6 +59,14 @@ class Stored:
     def confidence(self) -> float | None:
         c = self.header.get("confidence")
         return float(c) if isinstance(c, (int, float)) else None
+
+    @property
+    def verdict(self) -> VerdictRecord:
+        """The live verdict the header kept (outcome, observed, bounds, n, method), typed."""
+        from ..verdicts.record import VerdictRecord
+
+        v = self.header.get("verdict")
+        return VerdictRecord.read(v if isinstance(v, Mapping) else {})
 
 
 def _slug(text: str) -> str:
@@ -141,8 +150,7 @@ def write(
         "kind": "header", "schema": SCHEMA, "gate": gate.name, "phase": gate.phase, "metric": gate.metric,
         "statistic": gate.statistic.text, "test": test, "run_id": run_id, "created": now_iso(),
         "confidence": confidence,
-        "verdict": {"outcome": verdict.outcome, "observed": _num(verdict.observed), "lower": _num(verdict.lower),
-                    "upper": _num(verdict.upper), "n": verdict.n, "method": verdict.method},
+        "verdict": _header_verdict(verdict),
     }]
     for i, r in enumerate(runs):
         lines.append(_run_line(i, r))
@@ -158,10 +166,10 @@ def write(
     return rel
 
 
-def _num(x: float) -> float | None:
-    import math
-
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+def _header_verdict(v: Verdict) -> dict[str, Any]:
+    """What the header keeps of the live verdict: the part re-evaluation must reproduce."""
+    d = v.to_dict()
+    return {k: d[k] for k in ("outcome", "observed", "lower", "upper", "n", "method", "nonfinite")}
 
 
 def read_lines(path: Path) -> Iterable[dict[str, Any]]:
@@ -241,6 +249,12 @@ def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,
     return evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
 
 
-def same_verdict(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Two verdicts (dicts) agree on outcome, observed value, bounds and n."""
-    return all(a.get(k) == b.get(k) for k in ("outcome", "observed", "lower", "upper", "n"))
+def same_verdict(a: Mapping[str, Any] | Verdict | VerdictRecord, b: Mapping[str, Any] | Verdict | VerdictRecord) -> bool:
+    """Two verdicts (dicts, records or verdicts) agree on outcome, observed value, bounds and n."""
+    from ..verdicts.record import VerdictRecord
+    from ..verdicts.verdict import Verdict
+
+    def rec(x: Mapping[str, Any] | Verdict | VerdictRecord) -> VerdictRecord:
+        return x.record if isinstance(x, Verdict) else VerdictRecord.read(x)
+
+    return rec(a).same(rec(b))

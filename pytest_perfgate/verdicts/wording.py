@@ -3,8 +3,9 @@ fallback plans, as the terminal table, ``Verdict.summary``, the short test summa
 and HTML say them.
 
 Two layers: functions of plain values (what :class:`~pytest_perfgate.verdicts.verdict.Verdict` calls on its
-fields) and, below them, the same texts read from a stored verdict dict (``decisions.json``, what
-the writers and the terminal table read). Text taken from a document passes :func:`clean_text`.
+fields) and, below them, the same texts of a stored verdict (``decisions.json``, what the writers and
+the terminal table read), read once into a typed :class:`~.record.VerdictRecord` and used by
+attribute. Text taken from a document passes :func:`clean_text`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..config.units import change_text
+from .record import VerdictRecord
 
 # the comparison shown between the observed value and the threshold, by (direction, outcome)
 OPS = {("max", "pass"): "<", ("max", "fail"): ">", ("min", "pass"): ">", ("min", "fail"): "<"}
@@ -159,62 +161,66 @@ def number(value: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def shown(v: Mapping[str, Any], key: str) -> str:
+Stored = Mapping[str, Any] | VerdictRecord  # a stored verdict dict, or its record
+
+
+def shown(v: Stored, key: str) -> str:
     """The formatted value ``display[key]`` of a verdict (``"n/a"`` when there is none)."""
-    disp = v.get("display")
-    if isinstance(disp, Mapping) and isinstance(disp.get(key), str):
-        return clean_text(disp[key])
-    x = number(v.get(key))
+    r = VerdictRecord.read(v)
+    disp = r.shown(key)
+    if disp is not None:
+        return clean_text(disp)
+    x = number(getattr(r, key, None))
     if x is None:
         return "n/a"
-    u = clean_text(v.get("unit"))
-    return f"{x:.4g} {u}".strip()
+    return f"{x:.4g} {clean_text(r.unit)}".strip()
 
 
-def metric_text(v: Mapping[str, Any]) -> str:
+def metric_text(v: Stored) -> str:
     """``"ttft p99"`` or ``"ratio of output_throughput mean"``."""
-    compare = clean_text(v.get("compare")) or None
-    return metric_label(clean_text(v.get("metric")), clean_text(v.get("statistic")), compare)
+    r = VerdictRecord.read(v)
+    return metric_label(clean_text(r.metric), clean_text(r.statistic), clean_text(r.compare) or None)
 
 
-def threshold_text(v: Mapping[str, Any]) -> str:
+def threshold_text(v: Stored) -> str:
     """``"max 150 ms"``, ``"min 70%"`` or ``"recorded"`` (no threshold)."""
-    direction = clean_text(v.get("direction"))
-    return threshold_label(direction if v.get("threshold") is not None else None, shown(v, "threshold"))
+    r = VerdictRecord.read(v)
+    direction = clean_text(r.direction)
+    return threshold_label(direction if r.threshold is not None else None, shown(r, "threshold"))
 
 
-def baseline_text(v: Mapping[str, Any]) -> str:
+def baseline_text(v: Stored) -> str:
     """The formatted baseline and the relative improvement, or ``""`` when there is no baseline."""
-    if v.get("baseline") is None:
+    r = VerdictRecord.read(v)
+    if r.baseline is None:
         return ""
-    return baseline_label(shown(v, "baseline"), number(v.get("observed")), number(v.get("baseline")),
-                          clean_text(v.get("outcome")))
+    return baseline_label(shown(r, "baseline"), r.observed, r.baseline, clean_text(r.outcome))
 
 
-def outcome_text(v: Mapping[str, Any]) -> str:
+def outcome_text(v: Stored) -> str:
     """The verdict outcome with the band and the samples needed when inconclusive."""
-    text = clean_text(v.get("outcome")) or "unknown"
-    if v.get("band"):
-        text += f" (band: {clean_text(v.get('band'))})"
-    needed = number(v.get("needed"))
-    n = number(v.get("n"))
-    if text.startswith("inconclusive") and needed:
-        more = f", {max(0, int(needed) - int(n))} more" if n is not None else ""
-        text += f" (need >= {int(needed)} {counted(clean_text(v.get('method')))}{more})"
+    r = VerdictRecord.read(v)
+    text = clean_text(r.outcome) or "unknown"
+    if r.band:
+        text += f" (band: {clean_text(r.band)})"
+    if text.startswith("inconclusive") and r.needed:
+        more = f", {max(0, r.needed - r.n)} more" if r.n is not None else ""
+        text += f" (need >= {r.needed} {counted(clean_text(r.method))}{more})"
     return text
 
 
-def bounds_cell(v: Mapping[str, Any]) -> str:
+def bounds_cell(v: Stored) -> str:
     """The bounds in a narrow table cell: ``190 ms - 230 ms (n=500)``, ``single``, ``too few samples``."""
-    if v.get("outcome") == "error":  # failed requests beyond the budget: their count (the causes in the notes)
-        n, details = number(v.get("n")), v.get("details")
-        failed = sum(x for x in details.values() if isinstance(x, (int, float))) if isinstance(details, Mapping) else 0
-        return f"{int(failed)}/{int(n)} failed (see notes)" if n and failed else "error (see notes)"
-    if v.get("method") == "single":
+    r = VerdictRecord.read(v)
+    n = r.n
+    if r.outcome == "error":  # failed requests beyond the budget: their count (the causes in the notes)
+        failed = sum(r.details.values())
+        return f"{int(failed)}/{r.n} failed (see notes)" if r.n and failed else "error (see notes)"
+    if r.method == "single":
         return "single"
-    if v.get("lower") is None and v.get("upper") is None:
-        return f"too few samples (n={v.get('n')})"
-    return f"{shown(v, 'lower')} - {shown(v, 'upper')} (n={v.get('n')})"
+    if r.lower is None and r.upper is None:
+        return f"too few samples (n={n})"
+    return f"{shown(r, 'lower')} - {shown(r, 'upper')} (n={n})"
 
 
 def fallback_info(doc: Mapping[str, Any], name: str) -> dict[str, str]:
