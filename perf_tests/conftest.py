@@ -1,43 +1,26 @@
-"""Shared fixtures of the roadmap's gate suite. Phase 1 keeps its runs with the framework
-(``perfgate_engines.run(..., keep_as=NAME)``, ``perfgate.runs[NAME]``); phase 2 keeps its vision
-set-up here (``phase2``, ``vision``: used by its gate and fallback tests).
+"""Shared fixtures of the roadmap's gate suite. Runs are kept with the framework
+(``perfgate_engines.run(..., keep_as=NAME)``, ``perfgate.runs[NAME]``); phase 2's workload and its
+vision set-up (encoder, images, reference embeddings) are fixtures here, used by its gate and
+fallback tests.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+
+from pytest_perfgate import Thresholds, vision
 
 
 @pytest.fixture(scope="session")
-def runs() -> dict[str, Any]:
-    """Phase 2's objects by name (its vision set-up), built once per session."""
-    return {}
+def phase2(perfgate_thresholds: Thresholds) -> vision.Phase2:
+    """``[params.phase2]`` on this machine's device (its ``embedded`` table for the embedded encoder)."""
+    return vision.Phase2.parse(perfgate_thresholds.params.get("phase2", {}), vision.device())
 
 
-def _params(th: Any) -> dict[str, Any]:
-    from pytest_perfgate.vision import suite
-
-    return suite.params(th.params.get("phase2", {}), suite.device())
-
-
-@pytest.fixture
-def phase2(perfgate_thresholds: Any) -> dict[str, Any]:
-    return _params(perfgate_thresholds)
-
-
-@pytest.fixture
-def vision(phase2: dict[str, Any], runs: dict[str, Any]) -> Any:
-    return _vision(phase2, runs)
-
-
-def _vision(phase2: dict[str, Any], runs: dict[str, Any]) -> Any:
-    """Encoder, images and reference embeddings, built once per session (kept in ``runs``)."""
-    if "phase2_vision" not in runs:
-        from pytest_perfgate.vision import suite
-
-        s = suite.setup(phase2)
-        suite.reference_result(s, phase2["timing_batches"])
-        runs["phase2_vision"] = s
-    return runs["phase2_vision"]
+@pytest.fixture(scope="session")
+def encoders(phase2: vision.Phase2) -> vision.VisionSetup:
+    """Encoder, images and reference embeddings, built once per session; every quantization path's
+    result is kept in its ``results``."""
+    s = vision.setup(phase2.as_mapping())
+    vision.reference_result(s, phase2.timing_batches)
+    return s

@@ -10,6 +10,9 @@ A gate suite imports what it uses from here too (``perf_tests/test_phase1.py`` i
 
     from pytest_perfgate import Engines, LoadConfig, Perfgate, prompts
 
+and each feature package has a public face here: ``vision`` (phase 2), ``memory``, ``distributed``
+(phase 3), e.g. ``from pytest_perfgate import distributed; distributed.Phase3Params.parse(...)``.
+
 Names are imported lazily so that loading the pytest plugin stays fast.
 """
 
@@ -47,25 +50,43 @@ _LAZY = {
     "workload": ("config.params", "workload"),
     "traces": ("load.traces", ""),  # the module: traces.load(path, tokenizer=None, format=None)
     "prompts": ("load.prompts", ""),  # the module: prompts.exact_length_prompts(...), prompts.math_prompts(...)
+    # the feature packages' public faces (modules whose names load lazily)
+    "vision": ("vision", ""),  # phase 2: vision.Phase2, vision.setup(...), vision.run_path(...), ...
+    "memory": ("memory", ""),  # memory gates: memory.MemoryParams, memory.sweep(...), memory.churn(...), ...
+    "distributed": ("distributed", ""),  # phase 3: distributed.Phase3Params, distributed.measure(...), ...
 }
 
 __all__ = sorted(_LAZY)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import ConfigError, Gate, Thresholds, load_thresholds
-    from .config.params import workload
-    from .contract import Engine, EngineError, Request
-    from .load import prompts
-    from .load.result import RunResult
-    from .load.schedule import LoadConfig
-    from .session.lab import Engines
-    from .session.perfgate import Perfgate
-    from .session.runs import Runs
-    from .store.decisions import decision
-    from .verdicts.failures import GateFailure
-    from .verdicts.samples import Proportion, SampleError, Samples, make_proportion, make_samples, pool
-    from .verdicts.sequential import sample_until_decided
-    from .verdicts.verdict import Verdict, evaluate
+    from . import distributed as distributed
+    from . import memory as memory
+    from . import vision as vision
+    from .config import ConfigError as ConfigError
+    from .config import Gate as Gate
+    from .config import Thresholds as Thresholds
+    from .config import load_thresholds as load_thresholds
+    from .config.params import workload as workload
+    from .contract import Engine as Engine
+    from .contract import EngineError as EngineError
+    from .contract import Request as Request
+    from .load import prompts as prompts
+    from .load.result import RunResult as RunResult
+    from .load.schedule import LoadConfig as LoadConfig
+    from .session.lab import Engines as Engines
+    from .session.perfgate import Perfgate as Perfgate
+    from .session.runs import Runs as Runs
+    from .store.decisions import decision as decision
+    from .verdicts.failures import GateFailure as GateFailure
+    from .verdicts.samples import Proportion as Proportion
+    from .verdicts.samples import SampleError as SampleError
+    from .verdicts.samples import Samples as Samples
+    from .verdicts.samples import make_proportion as make_proportion
+    from .verdicts.samples import make_samples as make_samples
+    from .verdicts.samples import pool as pool
+    from .verdicts.sequential import sample_until_decided as sample_until_decided
+    from .verdicts.verdict import Verdict as Verdict
+    from .verdicts.verdict import evaluate as evaluate
 
 
 def __getattr__(name: str) -> Any:

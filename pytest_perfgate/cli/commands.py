@@ -31,6 +31,9 @@ def _print_json(doc: Any) -> None:
 
 def _thresholds(path: str | None, fallback: str | None = None) -> Any:
     from ..config import ConfigError, load_thresholds
+    from ..session.features import register_features
+
+    register_features()  # the feature packages' Methods, before a command evaluates stored data
 
     candidates = [path] if path else [p for p in (fallback, "thresholds.toml") if p]
     for c in candidates:

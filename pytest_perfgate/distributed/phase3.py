@@ -5,7 +5,8 @@
   the job's own ranks (in-process, NCCL on GPUs), else N local ranks spawned as child processes;
 - :func:`measure_netns` — "single node" (both ranks in one namespace, loopback) and "cross node"
   (one rank per namespace, TCP across the veth link), both real, in one run;
-- :func:`write_results` — rank 0's results document (``phase3-allreduce.json``), atomically.
+- :func:`write_results` / :class:`Results` — rank 0's results document (``phase3-allreduce.json``),
+  atomically; :func:`size_label` / :func:`size_note` — what each message size's verdict says.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runtime.atomic import atomic_write_text
-from .bench import BenchSpec, comm_env, results_doc
+from .bench import BenchSpec, SizeResult, comm_env, results_doc
 from .launch import Rank, launch
 from .netns import NetnsHosts, Shaping
 from .ranks import RankEnv, ensure_group
@@ -166,13 +167,33 @@ def write_results(out_dir: Path, section: str, doc: Any) -> Path:
     return atomic_write_text(path, json.dumps(cur, default=str))
 
 
-def record(perfgate: Any, verdict: Any, check: bool = True) -> Any:
-    """Record a verdict computed here (the cross-node bound, per-size records) on the ``perfgate``
-    fixture, like ``perfgate.check`` does for verdicts it computes itself."""
-    perfgate.record(verdict)
-    if check:
-        perfgate.raise_for(verdict)
-    return verdict
+@dataclass(frozen=True)
+class Results:
+    """Rank 0's ``phase3-allreduce.json`` in ``out_dir``: each test merges its section, and every
+    section says which phase-2 outcome (``ran_under``, :func:`phase2_line`) it ran under. On the
+    other ranks of a torchrun job :meth:`write` writes nothing."""
+
+    out_dir: Path
+    ran_under: str
+
+    def write(self, section: str, doc: Mapping[str, Any]) -> None:
+        if RankEnv.from_env().writes:
+            write_results(self.out_dir, section, {**doc, "ran_under": self.ran_under})
+
+
+def size_label(nbytes: int) -> str:
+    """``8 B``, ``4 KiB``, ``1 MiB``: a message size as its row in the gate table names it."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def size_note(res: SizeResult, doc: Mapping[str, Any], extra: str = "") -> str:
+    """The conditions of one message size's verdict: bytes, backend, layout, world size, comm env."""
+    env = ", ".join(f"{k}={v}" for k, v in doc["comm_env"].items() if not k.startswith(("MASTER_", "WORLD_")))
+    return (f"{res.nbytes} B, {doc['backend']} {doc['layout']}, world {res.world_size}, comm env: {env or 'defaults'}"
+            + (f"; {extra}" if extra else ""))
 
 
 def phase2_line(decision: Mapping[str, Any] | None) -> str:

@@ -1,4 +1,55 @@
 """Memory gates: a probe around any workload (fragmentation under three definitions, peaks, alloc
 retries, OOMs), an allocator-setting sweep in child processes, max-safe-batch search. The KV-cache
 pressure of engine runs is a load metric (load/kv.py). Formulas in docs/metrics.md; torch and numpy
-are imported lazily."""
+are imported lazily.
+
+The public face (``from pytest_perfgate import memory``; names load lazily): :class:`MemoryParams`
+(``[params.memory]``), :func:`cuda_unavailable`, :class:`Pattern`, :func:`churn`,
+:func:`torch_alloc`, :func:`run_child`, :class:`SweepResult`, :class:`Setting`,
+:class:`MemoryReport`, :func:`definitions_note`, :func:`gate_definition`, :class:`MemoryGates` (the
+``perfgate_memory`` fixture's type).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "MemoryParams": ("params", "MemoryParams"),
+    "cuda_unavailable": ("probe", "cuda_unavailable"),
+    "Pattern": ("workload", "Pattern"),
+    "churn": ("workload", "churn"),
+    "torch_alloc": ("workload", "torch_alloc"),
+    "run_child": ("sweep", "run_child"),
+    "SweepResult": ("sweep", "SweepResult"),
+    "Setting": ("sweep", "Setting"),
+    "MemoryReport": ("stats", "MemoryReport"),
+    "definitions_note": ("stats", "definitions_note"),
+    "gate_definition": ("gates", "gate_definition"),
+    "MemoryGates": ("fixture", "MemoryGates"),
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .fixture import MemoryGates as MemoryGates
+    from .gates import gate_definition as gate_definition
+    from .params import MemoryParams as MemoryParams
+    from .probe import cuda_unavailable as cuda_unavailable
+    from .stats import MemoryReport as MemoryReport
+    from .stats import definitions_note as definitions_note
+    from .sweep import Setting as Setting
+    from .sweep import SweepResult as SweepResult
+    from .sweep import run_child as run_child
+    from .workload import Pattern as Pattern
+    from .workload import churn as churn
+    from .workload import torch_alloc as torch_alloc
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{mod}", __name__), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,6 +40,18 @@ class ProbeUnavailable(RuntimeError):
     """The probe's source can't be read here (no CUDA device, no glibc)."""
 
 
+def cuda_unavailable() -> str | None:
+    """Why the CUDA memory gates can't run here (no torch, no CUDA device), None when they can."""
+    try:
+        import torch
+    except ImportError:
+        return "the CUDA memory gates need torch (not installed)"
+    if not torch.cuda.is_available():
+        return ("no CUDA device (torch.cuda.is_available() is False): the memory gates read "
+                "torch.cuda.memory_stats(); the CPU machinery is tested in tests/memory")
+    return None
+
+
 class MemorySource(Protocol):
     name: str
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -222,8 +222,8 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
 
     live = request.config.stash[LIVE]
 
-    def record(v: Verdict, engines: list[Any]) -> None:
-        d, props = verdict_properties(v, engines, live.extras(v))
+    def record(v: Verdict, engines: list[Any], extras: Mapping[str, Any]) -> None:
+        d, props = verdict_properties(v, engines, {**live.extras(v), **extras})
         item.user_properties.extend(props)
         st.add_verdict(item.nodeid, d)
 

@@ -21,7 +21,8 @@ MIN_CELL = 12
 def _row(v: Mapping[str, Any]) -> tuple[str, ...]:
     outcome = v["outcome"].upper() + (f" [{v['band']}]" if v.get("band") else "")
     fb = ",".join(v.get("fallbacks", [])) if v["outcome"] in ("fail", "inconclusive") else ""
-    return (v["phase"], v["gate"], metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
+    gate = str(v["gate"]) + (f" [{v['label']}]" if v.get("label") else "")  # one of several verdicts of a gate
+    return (v["phase"], gate, metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
 
 
 def _render(rows: list[tuple[str, ...]], keep: list[int]) -> list[str]:

@@ -90,6 +90,18 @@ class Engines:
         self._specs[name] = new
         return name
 
+    def declare(self, name: str, kind: str, **args: Any) -> str:
+        """Declare engine ``name`` of ``kind`` (an engine kind of the registry, e.g.
+        ``"transformers-vlm"``) with ``args``, for an engine a suite builds itself (phase 2's
+        embedded pipelines); returns ``name``. It then starts, logs and stops like any other
+        engine. Declaring the same name again with other arguments is an error."""
+        new = EngineSpec(name, kind, dict(args))
+        old = self._specs.get(name)
+        if old is not None and old != new:
+            raise ValueError(f"engine {name!r} is already declared with other arguments ({dict(old.args)})")
+        self._specs[name] = new
+        return name
+
     def run(
         self,
         engine: str,

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..config import Gate, Thresholds
 from ..config.looks import FIRST_LOOK
@@ -21,9 +21,11 @@ from ..verdicts.failures import GateFailure, GateInconclusive, PerfgateWarning
 from .runs import Runs
 
 if TYPE_CHECKING:
+    from ..verdicts.samples import Proportion, Samples
     from ..verdicts.verdict import Verdict
 
 VERDICT_PROPERTY = "perfgate.verdict"
+Note: TypeAlias = "str | Callable[[Verdict], str]"  # a verdict's note, or a function of the verdict giving it
 FALLBACK_PROPERTY = "perfgate.fallback_test"
 ENGINE_PROPERTY = "perfgate.engine"
 
@@ -175,7 +177,7 @@ class Perfgate:
         self,
         state: RunState,
         bound_gates: Sequence[str],
-        record: Callable[[Verdict, list[Mapping[str, Any]]], None],
+        record: Callable[[Verdict, list[Mapping[str, Any]], Mapping[str, Any]], None],
         confidence: float | None = None,
         say: Callable[[str], None] | None = None,
         store: Callable[[Verdict, Any, float, Sequence[Any]], Verdict] | None = None,
@@ -184,6 +186,9 @@ class Perfgate:
         engine: str = "baseline",
         note: Callable[[str], None] | None = None,
     ) -> None:
+        from .features import register_features
+
+        register_features()  # the feature packages' Methods (memory's batch ratio), before any evaluation
         self._say = say
         self._store = store  # keeps the evaluated data (and may compare with a baseline)
         self._state = state
@@ -212,6 +217,15 @@ class Perfgate:
         """The results directory (``--perfgate-out``): for files a test writes beside decisions.json."""
         return self._state.out_dir
 
+    def write_text(self, name: str, text: str) -> Path:
+        """Write ``text`` to ``name`` in the results directory (atomically, directories made);
+        returns its path."""
+        from ..runtime.atomic import atomic_write_text
+
+        path = self.out_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return atomic_write_text(path, text)
+
     def gate(self, name: str | None = None) -> Gate:
         if name is None:
             if len(self._bound) == 1:
@@ -223,24 +237,37 @@ class Perfgate:
         return self.thresholds.gate(name)
 
     @staticmethod
-    def samples(values: Any, unit: str = "", *, failed: int = 0, **kw: Any) -> Any:
+    def samples(values: Any, unit: str = "", *, failed: int = 0, **kw: Any) -> Samples:
         """Samples of the requests that succeeded; ``failed``: requests that failed or timed out
         (the error budget applies; a ``max`` latency percentile counts them as over its limit)."""
         from ..verdicts.samples import make_samples, with_failures
 
         s = make_samples(values, unit, **kw)
-        return with_failures(s, s.n, failed)
+        got: Samples = with_failures(s, s.n, failed)
+        return got
 
     @staticmethod
-    def proportion(successes: int, trials: int, label: str = "", *, requests: int = 0, failed: int = 0) -> Any:
+    def proportion(successes: int, trials: int, label: str = "", *, requests: int = 0, failed: int = 0) -> Proportion:
         """``successes`` of ``trials``, measured on ``requests`` requests of which ``failed`` failed
         (the gate's error budget applies to them)."""
         from ..verdicts.samples import Proportion, with_failures
 
-        return with_failures(Proportion(successes, trials, label), requests, failed)
+        got: Proportion = with_failures(Proportion(successes, trials, label), requests, failed)
+        return got
 
-    def evaluate(self, data: Any = None, gate: str | None = None) -> Verdict:
-        """Evaluate and record without raising (for reporting several gates before asserting)."""
+    def evaluate(self, data: Any = None, gate: str | None = None, *, note: Note = "", label: str = "") -> Verdict:
+        """Evaluate and record without raising (for reporting several gates before asserting).
+
+        ``note``: a line kept with the verdict (its conditions: message size, layout, setting), or a
+        function of the verdict that returns it (a note about the measured number itself);
+        ``label``: which of several verdicts of one gate this is (shown beside the gate's name in the
+        terminal table, e.g. the message size of one all-reduce verdict per size). Every verdict goes
+        through here: its data is stored (``perfgate evaluate`` reproduces it), compared with
+        ``--perfgate-baseline``, given its physical floor, at ``--perfgate-confidence``."""
+        return self._evaluate(data, gate, note=note, label=label)
+
+    def _evaluate(self, data: Any, gate: str | None, *, note: Note = "", label: str = "",
+                  candidates: int = 1) -> Verdict:
         from ..verdicts.rules import resolve_confidence
         from ..verdicts.verdict import evaluate
         from .bench import annotate, is_benchmark, samples_of
@@ -250,14 +277,47 @@ class Perfgate:
         bench = data if is_benchmark(data) else None
         if bench is not None:  # pytest-benchmark's fixture: its raw per-round timings
             data = samples_of(bench, g.name)
-        v = evaluate(g, data, confidence=self._confidence, thresholds=self.thresholds)
+        c = resolve_confidence(g, self.thresholds, self._confidence)
+        c = 1 - (1 - c) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
+        v = evaluate(g, data, confidence=c, thresholds=self.thresholds)
+        said = note(v) if callable(note) else note
+        v = _noted(v, f"{label}: {said}" if label and said else label or said)
         if self._store is not None:
-            v = self._store(v, data, resolve_confidence(g, self.thresholds, self._confidence), ())
+            v = self._store(v, data, c, ())
         v = self._floor(v, data)
         if bench is not None:
             annotate(bench, v)
-        self.record(v, _engine_infos(data))
+        self._record(v, _engine_infos(data), {"label": label} if label else {})
         return v
+
+    def best_of(self, candidates: Mapping[str, Any], gate: str | None = None, *, note: Note = "",
+                check: bool = True) -> tuple[str, Verdict]:
+        """The best of ``candidates`` (name -> data) by point estimate in the gate's direction, gated
+        at ``1 - (1 - c) / K`` for K candidates (Bonferroni: picking the best of K and gating it at c
+        would pass a truth on the threshold up to K times as often); evaluated, stored and recorded
+        like :meth:`check` (raises on a failure unless ``check=False``)."""
+        from ..verdicts.verdict import evaluate
+
+        g = self.gate(gate)
+        k = len(candidates)
+        if not k:
+            raise ValueError(f"gate {g.name}: no candidates to choose from")
+        c = 1 - (1 - resolve(g, self)) / k
+        # the pick by point estimate (ties: the better bound), the same at any confidence
+        point = {n: evaluate(g, self._data_for(g, d), confidence=c, thresholds=self.thresholds)
+                 for n, d in candidates.items()}
+        sign = -1.0 if g.direction == "max" else 1.0
+        pick = max(candidates, key=lambda n: (sign * point[n].observed,
+                                              sign * (point[n].lower if sign > 0 else point[n].upper)))
+        said = (f"best of {k} candidates ({pick}), at {c:.4g} confidence (Bonferroni over the {k})"
+                if k > 1 else "")
+        def noted(v: Verdict) -> str:
+            return "; ".join(x for x in (note(v) if callable(note) else note, said) if x)
+
+        v = self._evaluate(candidates[pick], g.name, note=noted, candidates=k)
+        if check:
+            self.raise_for(v)
+        return pick, v
 
     def _data_for(self, g: Gate, data: Any) -> Any:
         """A comparison gate's two runs: given as a mapping by run name, or (no data) the runs kept
@@ -271,8 +331,9 @@ class Perfgate:
                              "with runs = [...] finds its runs by name)")
         return data
 
-    def check(self, data: Any = None, gate: str | None = None) -> Verdict:
-        v = self.evaluate(data, gate)
+    def check(self, data: Any = None, gate: str | None = None, *, note: Note = "", label: str = "") -> Verdict:
+        """:meth:`evaluate`, then raise :class:`GateFailure` when the gate failed (or errored)."""
+        v = self.evaluate(data, gate, note=note, label=label)
         self.raise_for(v)
         return v
 
@@ -353,7 +414,7 @@ class Perfgate:
         if self._store is not None:
             v = self._store(v, res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
-        self.record(v)
+        self._record(v, [], {})
         if check:
             self.raise_for(v)
         return v
@@ -373,9 +434,10 @@ class Perfgate:
         return annotate(v, data, self.thresholds, engine_info=data.engine_info)
 
     def record(self, v: Verdict, engines: Sequence[Mapping[str, Any]] = ()) -> None:
-        """Record a verdict computed outside :meth:`check` (e.g. by a phase's own statistics) with
-        this test, as ``check`` does with its own; ``engines``: info of the engines it measured."""
-        self._record(v, list(engines))
+        """Record a verdict computed outside :meth:`check` with this test; ``engines``: info of the
+        engines it measured. Such a verdict has no stored data, baseline check or floor: a suite's
+        own estimator registers as a Method instead and goes through :meth:`check`."""
+        self._record(v, list(engines), {})
 
 
 def verdict_properties(v: Verdict, engines: Sequence[Mapping[str, Any]],
@@ -392,6 +454,22 @@ def verdict_properties(v: Verdict, engines: Sequence[Mapping[str, Any]],
     props.append((VERDICT_PROPERTY, json.dumps(d, default=str, allow_nan=False)))
     props.extend(v.user_properties())
     return d, props
+
+
+def resolve(g: Gate, pg: Perfgate) -> float:
+    """The confidence a gate is evaluated at in this run (``--perfgate-confidence`` wins)."""
+    from ..verdicts.rules import resolve_confidence
+
+    return resolve_confidence(g, pg.thresholds, pg.confidence)
+
+
+def _noted(v: Verdict, note: str) -> Verdict:
+    """``v`` with ``note`` added to its own note."""
+    if not note:
+        return v
+    from dataclasses import replace
+
+    return replace(v, note="; ".join(x for x in (v.note, note) if x))
 
 
 def _engine_infos(data: Any) -> list[Mapping[str, Any]]:

@@ -59,6 +59,11 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> Estimate:
         check_dimension(gate, d)
     for d in (a, r):
         method.check_compare_side(gate, d)
+    est = gate.params.get("estimator")
+    if est is not None:  # a two-sample estimator (a feature's Method) evaluates the pair itself
+        own = method_for(str(est), gate=gate.name).compare(gate, cmp, a, r, c, cmp.unit(gate, a))
+        if own is not None:
+            return own
     pa, pr = _point(gate, a), _point(gate, r)
     obs = cmp.combine(pa, pr)
     single = all(isinstance(d, Samples) and d.n == 1 and d.denominators is None for d in (a, r))

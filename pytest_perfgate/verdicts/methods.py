@@ -119,6 +119,12 @@ class Method(StatisticKind):
     def check_compare_side(self, gate: Gate, d: Data) -> None:
         """Raise :class:`SampleError` when ``d`` cannot be one side of a comparison of this kind."""
 
+    def compare(self, gate: Gate, cmp: Comparison, a: Data, r: Data, c: float, unit: str) -> Estimate | None:
+        """A two-sample estimator's evaluation of the pair ``(a, r)`` (one run a side), for a gate
+        that names this Method in ``params = { estimator = KIND }`` (e.g. memory's Hodges-Lehmann
+        ratio, which needs both sides' values, not each side's bounds); None: the per-side combine."""
+        return None
+
     def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
         """One run's estimate: bounds decided against the threshold, ``needed`` when inconclusive."""
         if not isinstance(d, Samples):  # pragma: no cover - select() routes proportions

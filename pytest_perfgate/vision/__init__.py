@@ -10,5 +10,56 @@
 * :mod:`.vlm`     - the tiny vision-language model of the throughput gate;
 * :mod:`.memory`  - the KV-cache tokens that freed encoder bytes buy.
 
+The public face (``from pytest_perfgate import vision``; names load lazily): :class:`Phase2` (the
+workload), :func:`setup` / :class:`VisionSetup`, :func:`run_path`, :func:`reference_result`,
+:func:`side_by_side`, :func:`multimodal_requests`, :func:`freed_kv_tokens`, :func:`kv_cost`,
+:func:`pipeline_peak_bytes`, :func:`device`.
+
 Heavy imports (torch, PIL, matplotlib, transformers, torchao) happen inside the functions.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "Phase2": ("params", "Phase2"),
+    "VisionSetup": ("suite", "VisionSetup"),
+    "PathResult": ("suite", "PathResult"),
+    "device": ("suite", "device"),
+    "setup": ("suite", "setup"),
+    "run_path": ("suite", "run_path"),
+    "reference_result": ("suite", "reference_result"),
+    "side_by_side": ("suite", "side_by_side"),
+    "multimodal_requests": ("suite", "multimodal_requests"),
+    "QualityReport": ("quality", "QualityReport"),
+    "freed_kv_tokens": ("memory", "freed_kv_tokens"),
+    "kv_cost": ("memory", "kv_cost"),
+    "pipeline_peak_bytes": ("gpu_check", "pipeline_peak_bytes"),
+}
+
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .gpu_check import pipeline_peak_bytes as pipeline_peak_bytes
+    from .memory import freed_kv_tokens as freed_kv_tokens
+    from .memory import kv_cost as kv_cost
+    from .params import Phase2 as Phase2
+    from .quality import QualityReport as QualityReport
+    from .suite import PathResult as PathResult
+    from .suite import VisionSetup as VisionSetup
+    from .suite import device as device
+    from .suite import multimodal_requests as multimodal_requests
+    from .suite import reference_result as reference_result
+    from .suite import run_path as run_path
+    from .suite import setup as setup
+    from .suite import side_by_side as side_by_side
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{mod}", __name__), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

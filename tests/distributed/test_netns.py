@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_perfgate import evaluate, make_samples
 from pytest_perfgate.config import load_thresholds
 from pytest_perfgate.distributed import netns
 from pytest_perfgate.distributed.netns import NetnsHosts, Shaping
-from pytest_perfgate.distributed.pertoken import cross_node_verdict, per_token_times
+from pytest_perfgate.distributed.pertoken import per_token_times
 from pytest_perfgate.distributed.phase3 import Phase3Params, cross_node, single_node
 from pytest_perfgate.runtime.timeouts import scaled
 
@@ -59,8 +60,8 @@ def test_shaped_link_fails_the_cross_node_gate_unshaped_passes() -> None:
     assert single["comm_env"]["GLOO_SOCKET_IFNAME"] == "lo"
     print("priority:", single["priority"])
     ts, tf, tsl = (per_token_times(np.asarray(d["sizes"][0]["times_us"]) / 1e6, k) for d in (single, fast, slow))
-    ok = cross_node_verdict(g, tf, ts, confidence=0.95, thresholds=th)
-    bad = cross_node_verdict(g, tsl, ts, confidence=0.95, thresholds=th)
+    ok = evaluate(g, (make_samples(tf, "s"), make_samples(ts, "s")), confidence=0.95, thresholds=th)
+    bad = evaluate(g, (make_samples(tsl, "s"), make_samples(ts, "s")), confidence=0.95, thresholds=th)
     print(ok.summary(), bad.summary(), sep="\n")
     assert ok.outcome == "pass", ok.summary()
     assert bad.outcome == "fail", bad.summary()

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from pytest_perfgate import Gate, Thresholds, Verdict, evaluate, make_samples
 from pytest_perfgate.config import load_thresholds
 from pytest_perfgate.distributed.pertoken import (
-    cross_node_verdict,
+    PerToken,
     lower_rank,
     per_token_times,
     quantile_difference,
@@ -78,6 +79,39 @@ def test_too_few_tokens_are_inconclusive_with_the_needed_count() -> None:
     x = np.full(100, 0.001)
     v = cross_node_verdict(g, x, x, confidence=0.95, thresholds=th)
     assert v.outcome == "inconclusive" and v.needed == 368 and "368" in v.summary()
+
+
+def cross_node_verdict(g: Gate, cross: np.ndarray, single: np.ndarray, *, confidence: float,
+                       thresholds: Thresholds) -> Verdict:
+    """The cross-node gate as the suite evaluates it: the framework's quantile difference on the pair."""
+    return evaluate(g, (make_samples(cross, "s"), make_samples(single, "s")), confidence=confidence,
+                    thresholds=thresholds)
+
+
+def test_framework_difference_is_the_order_statistic_bound() -> None:
+    """The gate goes through ``evaluate`` (stored data, baseline, confidence override): its bounds
+    are exactly :func:`quantile_difference`'s (each run's one-sided order-statistic bound at
+    1 - alpha/2, Bonferroni), on 200 seeded cases of every size, confidence and shift."""
+    th = load_thresholds(ROOT / "thresholds.toml")
+    g = th.gate("cross_node_p99_increase")
+    rng = np.random.default_rng(23)
+    for _ in range(200):
+        n, m = (int(x) for x in rng.integers(20, 900, 2))
+        c = float(rng.choice([0.9, 0.95, 0.99]))
+        cross = rng.lognormal(math.log(0.004), 0.6, n) + float(rng.choice([0.0, 0.02, 0.05]))
+        single = rng.lognormal(math.log(0.004), 0.6, m)
+        ref = quantile_difference(cross, single, 0.99, c)
+        v = cross_node_verdict(g, cross, single, confidence=c, thresholds=th)
+        assert v.outcome == ref.decide(0.020), (n, m, c, v.summary())
+        assert v.observed == pytest.approx(ref.observed)
+        assert (v.lower, v.upper) == pytest.approx((ref.lower, ref.upper)), (n, m, c)
+
+
+def test_per_token_holder_medians() -> None:
+    t = PerToken()
+    assert t.overhead_s is None and t.single_s is None
+    t.single, t.cross = np.asarray([1.0, 2.0, 3.0]), np.asarray([2.0, 4.0, 6.0])
+    assert t.single_s == 2.0 and t.overhead_s == 2.0
 
 
 def test_per_token_model_on_h200_nccl_timings() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from pytest_perfgate import evaluate
 from pytest_perfgate.config import load_thresholds
-from pytest_perfgate.memory.gates import batch_ratio_verdict
+from pytest_perfgate.memory.method import batch_pair, candidates
 from pytest_perfgate.memory.sweep import Setting, SweepError, SweepResult, child_env, run_child, sweep
 from pytest_perfgate.memory.workload import Pattern, max_safe_batch
 
@@ -85,14 +86,16 @@ def test_sweep_table_best_and_ratio_gate(tmp_path: Path) -> None:
     th_path = tmp_path / "thresholds.toml"
     th_path.write_text(
         '[phases.p]\n[gates.batch]\nphase = "p"\nmetric = "value"\nstatistic = "p50"\ncompare = "ratio"\n'
-        'runs = ["best", "default"]\nmin = 2.0\n'
+        'runs = ["best", "default"]\nmin = 2.0\nparams = { estimator = "hodges_lehmann" }\n'
     )
     th = load_thresholds(th_path)
-    v = batch_ratio_verdict(th.gate("batch"), res, thresholds=th)
+    assert list(candidates(res)) == ["heap_32m"]
+    v = evaluate(th.gate("batch"), batch_pair(res, "heap_32m"), thresholds=th)
     # a glibc tunable can't double the batch under the same address-space limit
     assert v.outcome == "fail", v.summary()
-    assert v.upper < 2.0 and "heap_32m" in v.note and v.n == 3
+    assert v.upper < 2.0 and "vs default" in v.note and v.n == 3 and v.method.startswith("hodges-lehmann")
     assert "gate batch: ratio of value p50" in v.summary()
+    assert (v.observed, v.upper) == pytest.approx((best.bound.estimate, best.bound.upper))
 
 
 def test_pattern_rejects_bad_fields() -> None:
