@@ -149,6 +149,8 @@ def change_text(observed: float, baseline: float) -> str | None:
     if not (math.isfinite(observed) and math.isfinite(baseline)) or baseline == 0:
         return None
     ratio = observed / baseline
+    if not math.isfinite(ratio):  # a baseline so near 0 that the ratio overflows
+        return None
     if ratio >= 2:
         return f"{ratio:.3g}x the baseline"
     pct = abs(ratio - 1) * 100

@@ -113,6 +113,8 @@ class Verdict:
         if self.baseline is None or self.baseline == 0 or not math.isfinite(self.observed):
             return None
         rel = (self.baseline - self.observed) / abs(self.baseline)
+        if not math.isfinite(rel):  # a baseline so near 0 that the change overflows
+            return None
         return rel if self.direction != "min" else -rel
 
     def ci_text(self) -> str:
