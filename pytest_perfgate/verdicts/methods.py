@@ -319,9 +319,12 @@ class ProportionMethod(Method):
         assert isinstance(d, Proportion)
         return d.successes / d.trials if d.trials else math.nan
 
-    def side_bounds(self, st: Statistic, d: Data, c: float) -> stats.Bounds:
+    def bounds(self, st: Statistic, d: Data, c: float, direction: str | None) -> stats.Bounds:
         assert isinstance(d, Proportion)
         return proportion_bounds(d, c)[0]
+
+    def side_bounds(self, st: Statistic, d: Data, c: float) -> stats.Bounds:
+        return self.bounds(st, d, c, None)
 
     def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
         assert isinstance(d, Proportion)
