@@ -39,11 +39,12 @@ def results(perfgate: Perfgate) -> distributed.Results:
     return distributed.Results(perfgate.out_dir, distributed.phase2_line(perfgate.decision("phase2")))
 
 
-def check_sizes(perfgate: Perfgate, doc: dict[str, Any], gates: tuple[str, ...], extra: str) -> None:
-    """One verdict per message size of a benchmark document, each labelled with its size."""
+def check_sizes(perfgate: Perfgate, doc: dict[str, Any], gates: tuple[str, ...], extra: str, tag: str = "") -> None:
+    """One verdict per message size of a benchmark document, each labelled with its size (and ``tag``)."""
     for d in doc["sizes"]:
         r = distributed.SizeResult.from_dict(d)
-        note, label = distributed.size_note(r, doc, extra), distributed.size_label(r.nbytes)
+        note = distributed.size_note(r, doc, extra)
+        label = distributed.size_label(r.nbytes) + (f", {tag}" if tag else "")
         if "allreduce_p99" in gates:
             perfgate.check(perfgate.samples(np.asarray(r.times_s), "s"), gate="allreduce_p99", note=note, label=label)
         if "allreduce_busbw" in gates:
@@ -119,7 +120,7 @@ def test_tuning_sweep(perfgate: Perfgate, p3: distributed.Phase3Params, results:
 
     res = distributed.run_sweep(configs, run, perfgate.confidence or perfgate.thresholds.settings.confidence)
     for row in res.rows:
-        check_sizes(perfgate, docs[row.config.name], ("allreduce_p99",), f"tuning {row.config.name}")
+        check_sizes(perfgate, docs[row.config.name], ("allreduce_p99",), results.ran_under, f"tuning {row.config.name}")
     perfgate.note(res.summary())
     results.write("tuning", {"backend": backend, "summary": res.summary(), "best": res.best,
                              "gain_us": res.gain_s * 1e6, "gain_lower_us": res.gain_lower_s * 1e6,
