@@ -51,6 +51,9 @@ class TrimmedMean(Method):
         half = float(sps.t.ppf(c, h - 1)) * se
         return bounds.Bounds(obs, obs - half, obs + half, "trimmed-mean t (Tukey-McLaughlin)")
 
+    def min_pass_samples(self, q: float | None, direction: str | None, alpha: float) -> int:
+        return 20  # the sequential looks ask the Method when a pass becomes possible
+
 
 register(TrimmedMean())
 
@@ -100,6 +103,18 @@ def test_a_registered_method_is_a_statistic_end_to_end(th) -> None:
     # a comparison of two runs uses the same Method for each side's point and bounds
     r = evaluate(th.gate("trimmed_ratio"), (good, bad), thresholds=th)
     assert r.outcome == "pass" and r.observed == pytest.approx(v.observed / sps.trim_mean(bad.values, 0.1))
+
+
+def test_the_sequential_looks_ask_the_method(th) -> None:
+    """``sample_until_decided`` on the toy kind: no pass look before the Method's 20 samples."""
+    from pytest_perfgate.verdicts.sequential import plan_for, sample_until_decided
+
+    g = th.gate("trimmed")
+    plan = plan_for(g, 0.95, 200)
+    assert plan.first_pass >= 20 and min(plan.pass_looks) >= 20
+    rng = np.random.default_rng(3)
+    r = sample_until_decided(lambda: float(rng.normal(100, 10)), g, max_samples=200, thresholds=th, unit="ms")
+    assert r.verdict.outcome == "pass" and r.verdict.n in plan.pass_looks
 
 
 def test_the_toy_method_is_calibrated_at_the_boundary() -> None:
