@@ -161,8 +161,9 @@ _COMPARES: dict[str, ComparisonKind] = {}
 
 
 def register_kind(k: StatisticKind | ComparisonKind) -> None:
-    """Add ``k`` under ``k.kind``. A name already taken is a ValueError, except by a subclass of the
-    registered class (verdicts' Method of a built-in kind extends it)."""
+    """Add ``k`` under ``k.kind``. A name already taken is a ValueError, except by the same class
+    (registered again, or its module imported again) or a subclass of the registered class
+    (verdicts' Method of a built-in kind extends it)."""
     if not k.kind:
         raise ValueError(f"{type(k).__name__}: a kind needs a name (its `kind` attribute)")
     if isinstance(k, StatisticKind):
@@ -173,8 +174,13 @@ def register_kind(k: StatisticKind | ComparisonKind) -> None:
         _COMPARES[k.kind] = k
 
 
+def _same_class(a: type, b: type) -> bool:
+    """The same class, or the same class of a module imported again (pytester's in-process runs)."""
+    return a is b or (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
 def _check_free(old: object, k: StatisticKind | ComparisonKind) -> None:
-    if old is not None and old is not k and not isinstance(k, type(old)):
+    if old is not None and not _same_class(type(k), type(old)) and not isinstance(k, type(old)):
         raise ValueError(f"kind {k.kind!r} is already registered ({type(old).__name__}); "
                          f"{type(k).__name__} may replace it only as a subclass")
 

@@ -181,6 +181,15 @@ def test_register_refuses_a_taken_name_and_a_non_method() -> None:
     assert method_for("quantile").kind == "quantile"  # untouched
 
 
+def test_a_module_imported_again_registers_its_method_again() -> None:
+    """pytester's in-process runs import a plugin's module again: the same class by module and name."""
+    again = type("TrimmedMean", (Method,), {"kind": "trimmed_mean", "__module__": TrimmedMean.__module__,
+                                            "__qualname__": "TrimmedMean"})
+    register(again())
+    assert type(method_for("trimmed_mean")) is again
+    register(TrimmedMean())
+
+
 def test_a_proportion_under_a_quantile_is_refused_by_the_method(th) -> None:
     from pytest_perfgate.verdicts.samples import SampleError
 
