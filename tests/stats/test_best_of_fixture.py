@@ -42,3 +42,14 @@ def test_the_same_pick_and_verdict_as_the_plain_best_of(tmp_path: Path) -> None:
         assert (v.outcome, v.lower, v.upper, v.confidence) == (ref.outcome, ref.lower, ref.upper, ref.confidence)
         assert recorded == [v] and v.confidence == 1 - (1 - c) / k
         assert f"best of {k} candidates ({pick})" in v.note
+
+
+def test_note_and_label_reach_the_recorded_verdict(tmp_path: Path) -> None:
+    """``note=`` (a line, or a function of the verdict: e.g. the single-node fallback's halving cost
+    from the measured throughput) and ``label=`` (which of several verdicts of one gate)."""
+    pg, recorded = _fixture(tmp_path)
+    s = pg.samples(np.linspace(1e-4, 2e-4, 300), "s")
+    v = pg.evaluate(s, "allreduce_p99", note="gloo sizes, world 2", label="4 KiB")
+    assert v.note.endswith("4 KiB: gloo sizes, world 2") and recorded == [v]
+    w = pg.evaluate(s, "allreduce_p99", note=lambda x: f"p99 {x.observed * 1e6:.0f} us measured")
+    assert w.note.endswith(f"p99 {w.observed * 1e6:.0f} us measured")
