@@ -51,21 +51,32 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .config import ConfigError, Gate, Thresholds, load_thresholds
-    from .config.params import workload
-    from .contract import Engine, EngineError, Request
-    from .load import prompts
-    from .load.result import RunResult
-    from .load.schedule import LoadConfig
-    from .session.lab import Engines
-    from .session.perfgate import Perfgate
-    from .session.runs import Runs
-    from .store.decisions import decision
-    from .verdicts.failures import GateFailure
-    from .verdicts.samples import Proportion, SampleError, Samples, make_proportion, make_samples, pool
-    from .verdicts.sequential import sample_until_decided
-    from .verdicts.verdict import Verdict, evaluate
+if TYPE_CHECKING:  # "X as X": re-exported for type checkers (mypy strict reads no dynamic __all__)  # pragma: no cover
+    from .config import ConfigError as ConfigError
+    from .config import Gate as Gate
+    from .config import Thresholds as Thresholds
+    from .config import load_thresholds as load_thresholds
+    from .config.params import workload as workload
+    from .contract import Engine as Engine
+    from .contract import EngineError as EngineError
+    from .contract import Request as Request
+    from .load import prompts as prompts
+    from .load.result import RunResult as RunResult
+    from .load.schedule import LoadConfig as LoadConfig
+    from .session.lab import Engines as Engines
+    from .session.perfgate import Perfgate as Perfgate
+    from .session.runs import Runs as Runs
+    from .store.decisions import decision as decision
+    from .verdicts.failures import GateFailure as GateFailure
+    from .verdicts.samples import Proportion as Proportion
+    from .verdicts.samples import SampleError as SampleError
+    from .verdicts.samples import Samples as Samples
+    from .verdicts.samples import make_proportion as make_proportion
+    from .verdicts.samples import make_samples as make_samples
+    from .verdicts.samples import pool as pool
+    from .verdicts.sequential import sample_until_decided as sample_until_decided
+    from .verdicts.verdict import Verdict as Verdict
+    from .verdicts.verdict import evaluate as evaluate
 
 
 def __getattr__(name: str) -> Any:
