@@ -26,8 +26,10 @@ def test_engine_kinds_are_read_from_the_registry() -> None:
     assert requirements.modules_for("openai", {}, embedded=True) == requirements.EMBEDDED_MODULES
     assert requirements.wants_gpu("vllm", {"device": "cuda"}) and not requirements.wants_gpu("server", {"device": "cuda"})
     assert all(spec.kind in registry.kinds() and registry.is_vllm(spec.kind) for spec in EMBEDDED.values())
-    # every built-in kind's arguments resolve (None only where vLLM's source is needed and missing)
+    # every built-in kind's factory and arguments resolve (arguments None only where vLLM's source is
+    # needed and missing), without importing vLLM or torch
     for kind in registry.BUILTIN:
+        assert isinstance(kind.factory, str) and callable(registry._resolve(kind.factory)), kind.name
         known = kind.known_arguments()
         assert known is None and kind.vllm or known is not None and "model" in known, kind.name
 
