@@ -58,7 +58,7 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # "X as X": re-exported for type checkers (mypy strict reads no dynamic __all__)  # pragma: no cover
     from . import distributed as distributed
     from . import memory as memory
     from . import vision as vision
@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .contract import EngineError as EngineError
     from .contract import Request as Request
     from .load import prompts as prompts
+    from .load import traces as traces
     from .load.result import RunResult as RunResult
     from .load.schedule import LoadConfig as LoadConfig
     from .session.lab import Engines as Engines

@@ -6,5 +6,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh || exit $?
 .venv/bin/ruff check . || exit $?
 .venv/bin/mypy pytest_perfgate || exit $?
+.venv/bin/mypy tests perf_tests conftest.py || exit $?  # the tests too (pyproject.toml: a relaxed override for tests.*)
 .venv/bin/lint-imports --no-cache || exit $?  # the layering contracts in pyproject.toml [tool.importlinter]
 exec .venv/bin/python -m pytest tests -p no:cacheprovider "$@"

@@ -303,12 +303,11 @@ def _diff(ns: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- report
 def _report(ns: argparse.Namespace) -> int:
     from ..writers import write_all
-    from ..writers.html import write_report
 
     doc = _decisions(ns.results)
     out = Path(ns.results)
-    written = write_all(doc, out, writers=["junit", "markdown"], inconclusive=ns.inconclusive)
-    written.append(write_report(doc, out, inconclusive=ns.inconclusive, plots=True))
+    # every writer (built in and entry points), report.html with its plots
+    written = write_all(doc, out, inconclusive=ns.inconclusive, final=True)
     if ns.json:
         _print_json({"written": [str(p) for p in written]})
     else:
@@ -354,7 +353,7 @@ def add_commands(sub: Any) -> None:
                    "(default: each gate's `regression`, else 0)")
     p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--thresholds", default=None, help="thresholds file (default: run B's, else ./thresholds.toml)")
-    p = cmd("report", "rebuild report.html, summary.md and gates.xml from the stored results", _report)
+    p = cmd("report", "rebuild report.html, summary.md, gates.xml (and every added writer's report) from the stored results", _report)
     p.add_argument("results", nargs="?", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--inconclusive", choices=("fail", "warn"), default="fail")
 

@@ -21,20 +21,23 @@ class Metric:
     """One row of the metric table: every per-metric rule reads it (no metric-name lists elsewhere).
 
     ``dimension`` is the metric's own (a "fraction" metric is shown in % even from plain numbers);
-    ``source`` is where a load run takes it from ("" when a load run does not measure it)."""
+    ``source`` is where a load run takes it from ("" when a load run does not measure it); ``slo``:
+    a per-request latency an SLO bounds (goodput and the capacity gate take limits on these, and a
+    failed or timed-out request censors it: it never got, or finished, its output)."""
 
     name: str
     dimension: str
     description: str
     aliases: tuple[str, ...] = ()
     source: str = ""
+    slo: bool = False
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("ttft", "time", "time to first streamed chunk carrying output", ("time_to_first_token", "prefill_time"), RECORDS),
-    Metric("tpot", "time", "(E2E - TTFT) / (output tokens - 1) per request", ("time_per_output_token",), RECORDS),
+    Metric("ttft", "time", "time to first streamed chunk carrying output", ("time_to_first_token", "prefill_time"), RECORDS, slo=True),
+    Metric("tpot", "time", "(E2E - TTFT) / (output tokens - 1) per request", ("time_per_output_token",), RECORDS, slo=True),
     Metric("itl", "time", "gap between consecutive streamed chunks, pooled", ("inter_chunk_latency", "inter_token_latency"), RECORDS),
-    Metric("e2e", "time", "send to last chunk", ("e2el", "latency", "e2e_latency", "end_to_end_latency"), RECORDS),
+    Metric("e2e", "time", "send to last chunk", ("e2el", "latency", "e2e_latency", "end_to_end_latency"), RECORDS, slo=True),
     Metric("queue_time", "time", "actual send minus scheduled send", ("client_queue_time", "send_lag"), RECORDS),
     Metric("decode_rate", "token_rate", "(output tokens - 1) / (E2E - TTFT) per request", ("tps", "decode_tps"), RECORDS),
     Metric("output_throughput", "token_rate", "output tokens / run duration", ("throughput", "output_tps", "tokens_per_second"), RUN),
@@ -68,7 +71,13 @@ def lookup(name: str) -> Metric | None:
 
 
 def known_names() -> list[str]:
+    """Every canonical metric name, in table order."""
     return [m.name for m in METRICS]
+
+
+def slo_names() -> tuple[str, ...]:
+    """The per-request latencies an SLO bounds (:attr:`Metric.slo`), in table order: ttft, tpot, e2e."""
+    return tuple(m.name for m in METRICS if m.slo)
 
 
 def from_source(source: str) -> tuple[str, ...]:

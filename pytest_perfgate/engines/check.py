@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from ..config import ConfigError, Thresholds
+from ..contract import EngineError
 from . import registry
 
 # the frontend's flags and dataclasses of `vllm serve` (vLLM 0.32; older versions: entrypoints/openai)
@@ -84,24 +85,16 @@ def vllm_argument_names(server: bool) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def vllm_engine_arguments() -> frozenset[str] | None:
+    """The ``vllm`` kind's arguments: vLLM's engine arguments (None without vLLM)."""
+    return vllm_argument_names(server=False)
+
+
 def known_arguments(kind: str) -> frozenset[str] | None:
-    """The arguments engine kind ``kind`` takes; None when they cannot be known here."""
-    if kind == "openai":
-        from .openai.engine import _KNOWN
-
-        return frozenset(_KNOWN)
-    if kind == "transformers-vlm":
-        from .transformers_vlm import _KEYS
-
-        return frozenset(_KEYS)
-    if kind == "vllm":
-        return vllm_argument_names(server=False)
-    if kind == "vllm-server":
-        from .vllm_server import OWN_KEYS
-
-        names = vllm_argument_names(server=True)
-        return None if names is None else names | OWN_KEYS | {"model", "port"}
-    return None
+    """The arguments engine kind ``kind`` takes (:meth:`.registry.EngineKind.known_arguments`);
+    None when they cannot be known here or the kind does not exist."""
+    found = registry.lookup(kind)
+    return None if found is None else found.known_arguments()
 
 
 def engine_problems(th: Thresholds) -> tuple[list[str], list[str]]:
@@ -118,9 +111,15 @@ def engine_problems(th: Thresholds) -> tuple[list[str], list[str]]:
                 msg = f"unknown kind {spec.kind!r} ({_close(spec.kind, kinds)}kinds: {', '.join(kinds)})"
                 problems.append(str(ConfigError(th.path, table, "kind", msg)))
             continue
-        known = known_arguments(spec.kind)
+        try:
+            kind = registry.lookup(spec.kind)
+            known = None if kind is None else kind.known_arguments()
+        except EngineError as e:  # an entry point that does not load
+            problems.append(str(ConfigError(th.path, table, "kind", str(e))))
+            continue
         if known is None:
-            notes.append(f"{th.path.name}: [{table}]: arguments not checked ({spec.kind}: vLLM is not installed here)")
+            why = "vLLM is not installed here" if kind is not None and kind.vllm else "the kind does not list its arguments"
+            notes.append(f"{th.path.name}: [{table}]: arguments not checked ({spec.kind}: {why})")
             continue
         for key in spec.args:
             inherited = parent is not None and key in parent.args and parent.kind == spec.kind

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import EngineSpec
+from ..config import BUILTIN_ENGINES, EngineSpec
 from ..contract import Engine, EngineError
 from ..runtime.device import cpu_only, cuda_hint
 from . import registry
@@ -43,10 +43,9 @@ EMBEDDED_SPECULATIVE: dict[str, Any] = {
     **EMBEDDED_BASELINE,
     "speculative_config": {"method": "draft_model", "model": "embedded:draft", "num_speculative_tokens": 3},
 }
-EMBEDDED = {
-    "baseline": EngineSpec("baseline", "vllm", EMBEDDED_BASELINE),
-    "speculative": EngineSpec("speculative", "vllm", EMBEDDED_SPECULATIVE),
-}
+# the built-in engine names are config's BUILTIN_ENGINES (which the config checks read), in that order
+EMBEDDED = {name: EngineSpec(name, "vllm", args)
+            for name, args in zip(BUILTIN_ENGINES, (EMBEDDED_BASELINE, EMBEDDED_SPECULATIVE), strict=True)}
 
 
 def resolve_embedded(value: Any, models: Callable[[], Any]) -> Any:
@@ -137,7 +136,7 @@ class EngineManager:
                 start_args, env = embedded_start(args, cuda=not cpu_only())
                 for k, v in env.items():
                     os.environ.setdefault(k, v)
-                if spec.kind in ("vllm", "vllm-server"):  # a server takes them in its own process
+                if registry.is_vllm(spec.kind):  # a server takes them in its own process
                     args = start_args
             engine = registry.create(spec.name, spec.kind, args)
             engine.start()

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..contract import EngineError
+from .registry import EngineKind, lookup
+
 # The install extras (pyproject.toml, README "Use it in your repo"): the embedded CPU default
 # ([engine] is its older name), vLLM's CUDA build on a GPU machine, a client of a remote server.
 FIX = "pip install 'pytest-perfgate[cpu]'"
@@ -49,11 +52,8 @@ def import_failure(err: BaseException, who: str) -> str | None:
         return f"{who}: {top} is not installed (fix: {fix})"
     return None
 
-# engine kind -> modules it imports (the openai kind talks HTTP and loads a tokenizer only if asked)
-KIND_MODULES: dict[str, tuple[str, ...]] = {
-    "vllm": ("vllm", "transformers", "tokenizers"),
-    "vllm-server": ("vllm", "transformers"),
-}
+# the modules each engine kind imports are its EngineKind.requires (registry.py; the openai kind
+# talks HTTP and loads a tokenizer only if asked)
 # the embedded default builds its tiny models with these (perfgate models make)
 EMBEDDED_MODULES = ("torch", "transformers", "tokenizers")
 GPU_DEVICES = ("cuda", "gpu")
@@ -86,15 +86,26 @@ class Missing:
         return f"perfgate: engine {who} cannot start: " + "; ".join(parts)
 
 
+def _kind(kind: str) -> EngineKind | None:
+    try:
+        return lookup(kind)
+    except EngineError:  # an entry point that does not load: said when the engine is created
+        return None
+
+
 def modules_for(kind: str, args: Mapping[str, Any], embedded: bool) -> tuple[str, ...]:
-    mods = list(KIND_MODULES.get(kind, ()))
+    """The modules an engine of ``kind`` (``embedded``: with the generated models) imports."""
+    found = _kind(kind)
+    mods = list(found.requires if found is not None else ())
     if embedded:
         mods += [m for m in EMBEDDED_MODULES if m not in mods]
     return tuple(mods)
 
 
 def wants_gpu(kind: str, args: Mapping[str, Any]) -> bool:
-    return kind in KIND_MODULES and str(args.get("device", "")).lower() in GPU_DEVICES
+    """A vLLM engine asked to run on a GPU (``device = "cuda"``)."""
+    found = _kind(kind)
+    return found is not None and found.vllm and str(args.get("device", "")).lower() in GPU_DEVICES
 
 
 def cuda_visible() -> bool:

@@ -14,7 +14,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..roofline.config import EngineFloorInputs, FloorsConfig, engine_inputs, parse
-from ..roofline.gates import Feasibility, Workload, feasibility, metric_floor, workload_from_params, workload_from_run
+from ..roofline.gates import (
+    RATE_METRICS,
+    TIME_METRICS,
+    Feasibility,
+    Workload,
+    feasibility,
+    metric_floor,
+    workload_from_params,
+    workload_from_run,
+)
 from ..roofline.hardware import Hardware
 from ..roofline.probe import detect
 
@@ -115,8 +124,7 @@ def check(
     for g in th.gates.values():
         if gates is not None and g.name not in gates:
             continue
-        if g.compare or g.direction is None or g.metric not in ("ttft", "tpot", "itl", "e2e", "output_throughput",
-                                                                "decode_rate"):
+        if g.compare or g.direction is None or g.metric not in (*TIME_METRICS, *RATE_METRICS):  # the roofline's
             continue
         params = dict(th.params.get(g.phase, {}) or {})
         params.update(g.params)

@@ -43,13 +43,13 @@ from scipy import special as spc
 from ..contract import RequestRecord
 from ..verdicts.bounds import empirical_quantile
 from . import metrics as m
-from .goodput import Goodput, goodput
+from .goodput import SLO_NAMES, Goodput, goodput
 
 Array = npt.NDArray[np.float64]
 Decision = Literal["pass", "fail", "inconclusive"]
 SATURATION_TOLERANCE = 0.10  # achieved below (1 - this) x offered: saturated
 QUEUE_GROWTH_LIMIT = 2.0  # mean in flight, last third of sends over the middle third
-_METRICS = ("ttft", "tpot", "e2e")
+_METRICS = SLO_NAMES  # the metric table's SLO latencies (config/metrics.py)
 
 
 @dataclass(frozen=True)

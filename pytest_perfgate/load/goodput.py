@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.metrics import slo_names
 from ..contract import RequestRecord
 from ..verdicts.bounds import Bounds, clopper_pearson
 from . import metrics as m
 
-SLO_NAMES = ("ttft", "tpot", "e2e")
+SLO_NAMES = slo_names()  # ttft, tpot, e2e: the metric table's SLO latencies (config/metrics.py)
 _VLLM_NAMES = {"ttft": "ttft", "tpot": "tpot", "e2el": "e2e", "e2e": "e2e"}
 
 

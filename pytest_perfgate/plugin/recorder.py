@@ -1,5 +1,6 @@
 """The recorder: collects verdicts from test reports (also those forwarded by xdist workers) and
-writes the results directory (decisions.json, history, gates.xml, summary.md, report.html).
+writes the results directory (decisions.json, history, and every report writer's file: gates.xml,
+summary.md, report.html and those of writers added by entry points, :mod:`pytest_perfgate.writers`).
 
 Registered by plugin.py as a pytest plugin object (its methods are hooks found by name); it does
 not import pytest: the plugin hands it the session state, the live store and the warning class.
@@ -18,8 +19,6 @@ from ..verdicts.wording import plan_line
 
 if TYPE_CHECKING:
     from ..session.perfgate import RunState
-
-REPORTS = ("gates.xml", "summary.md", "report.html")
 
 
 def own_times(verdicts: list[dict[str, Any]], start: float, duration: float) -> None:
@@ -76,9 +75,10 @@ class Recorder:
         if not self.is_worker:
             self._flush()
 
-    def _flush(self, reports: bool = True) -> dict[str, Any] | None:
-        """decisions.json, then (``reports``) gates.xml / summary.md / report.html: all atomic, after
-        every test, so a killed run leaves complete files with everything measured up to then."""
+    def _flush(self, reports: bool = True, final: bool = False) -> dict[str, Any] | None:
+        """decisions.json, then (``reports``) every writer's report (gates.xml, summary.md,
+        report.html, ...): all atomic, after every test, so a killed run leaves complete files with
+        everything measured up to then; ``final``: the session's last write (report.html with plots)."""
         try:
             doc = self.st.flush()
         except OSError as e:  # the tests go on; the session fails at its end (results are missing)
@@ -91,7 +91,7 @@ class Recorder:
 
             phases = sorted({v["phase"] for v in self.st.all_verdicts()})
             try:
-                written = write_all(doc, self.st.out_dir, phases=phases, inconclusive=self.st.inconclusive)
+                written = write_all(doc, self.st.out_dir, phases=phases, inconclusive=self.st.inconclusive, final=final)
             except Exception as e:  # the tests go on; the session fails at its end
                 warnings.warn(f"perfgate: could not write reports in {self.st.out_dir}: {e}", stacklevel=1)
                 self._write_error(f"reports in {self.st.out_dir}: {e}")
@@ -102,7 +102,9 @@ class Recorder:
     def mark_stale(self) -> None:
         """Gate tests ran but did not rewrite a report (all skipped, nothing measured): the report of
         an earlier run is renamed ``previous-<name>`` so that nobody publishes it as this run's."""
-        for name in REPORTS:
+        from ..writers import filenames
+
+        for name in filenames():
             path = self.st.out_dir / name
             if path.exists() and path not in self.written:
                 try:
@@ -127,16 +129,8 @@ class Recorder:
         st = self.st
         if self.is_worker or (not st.all_verdicts() and not st.fallback_tests):
             return
-        doc = self._flush()
-        if doc is not None and st.all_verdicts():
-            # the full report.html (distribution plots from the stored data) once, at the end
-            from ..writers.html import write_report
-
-            phases = sorted({v["phase"] for v in st.all_verdicts()})
-            try:
-                write_report(doc, st.out_dir, phases=phases, inconclusive=st.inconclusive, plots=True)
-            except Exception as e:  # never fatal to the run
-                warnings.warn(f"perfgate: could not write the plotted report.html: {e}", stacklevel=1)
+        # the last write: the full report.html (distribution plots from the stored data) once, at the end
+        self._flush(final=True)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: Any) -> None:
         st = self.st

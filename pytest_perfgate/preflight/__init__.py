@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Thresholds
+from ..engines.registry import VLLM_KINDS as VLLM_KINDS  # the vLLM engine kinds (EngineKind.vllm)
 from .build import GPU, NOTE, REFUSED, WARN, Finding
 from .models import Resolved, resolve
 from .plans import Variant, variants
 
-VLLM_KINDS = ("vllm", "vllm-server")
 GPU_ONLY = ("memory profiling and the KV-cache size at gpu_memory_utilization", "attention backend selection",
             "CUDA-graph capture", "NCCL initialisation across the tensor-parallel ranks")
 

@@ -15,8 +15,8 @@ logger                        message                                           
                               deprecation for torchao's authors)
 ============================  ===========================================================  ==========
 
-torch.ao's own deprecation of ``quantize_dynamic`` is silenced where perfgate calls it
-(``vision/quant.py``), not here. :data:`WARNING_FILTERS` are pytest ``filterwarnings`` lines the
+perfgate no longer calls torch.ao's deprecated ``quantize_dynamic`` (``vision/quant.py`` quantizes
+through torchao), so nothing of it is silenced. :data:`WARNING_FILTERS` are pytest ``filterwarnings`` lines the
 plugin adds in a perfgate session: torch's deprecation of ``torch.jit.script_method``, raised inside
 torch's own module while vLLM/transformers define their scripted modules (14 lines in a phase-1
 warnings summary), which no user code can act on.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import statistics
-from ..config.metrics import lookup
+from ..config.metrics import lookup, slo_names
 from ..config.units import DIMENSION_DEFAULT_UNIT
 from . import bounds as stats
 from .samples import Data, Proportion, SampleError, Samples
@@ -96,7 +96,7 @@ def metric_unit(metric: str) -> str:
     return DIMENSION_DEFAULT_UNIT.get(m.dimension if m else "number", "")
 
 
-CENSORED_METRICS = ("ttft", "e2e", "tpot")  # a failed or timed-out request never got (or finished) its output
+CENSORED_METRICS = slo_names()  # a failed or timed-out request never got (or finished) its output
 
 
 def censored(gate: Gate, d: Data) -> int:

@@ -45,7 +45,7 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-# Keys of [params.phase2.embedded] that are the CPU's own choices: torch.ao's dynamic int8 runs on the
+# Keys of [params.phase2.embedded] that are the CPU's own choices: the W8A8 torch-dynamic-int8 path runs on the
 # CPU only, so on a GPU the embedded encoder keeps [params.phase2] vision_quant (the gated path).
 CPU_CHOICES = ("vision_quant",)
 

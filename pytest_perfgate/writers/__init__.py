@@ -8,8 +8,16 @@ No pytest imports: writers are usable from plain Python::
     write_all(json.loads(Path("perfgate-results/decisions.json").read_text()), Path("perfgate-results"))
 
 A writer is anything with ``name``, ``filename`` and ``write(doc, out_dir, *, phases, inconclusive)``
-(:class:`Writer`). The built-in ones are registered lazily in :data:`WRITERS` (their modules are
-imported on first use); :func:`register` adds more, :func:`get` looks one up by name.
+(:class:`Writer`; optionally ``write_final``, the same for the run's last write). The built-in ones
+are registered lazily in :data:`WRITERS` (their modules are imported on first use);
+:func:`register` adds more, and so does any installed distribution through the
+``pytest_perfgate.writers`` entry-point group (a :class:`Writer`, or a class or function making
+one), without editing this package::
+
+    [project.entry-points."pytest_perfgate.writers"]
+    csv = "mypkg.report:CsvWriter"
+
+:func:`get` looks one up by name; the plugin and ``perfgate report`` run every writer there is.
 
 This module also holds the small helpers the writers share: :func:`atomic_write_text`, phase
 selection, test-case naming and the notes on the statistics; the texts shown for a verdict are in
@@ -18,6 +26,8 @@ selection, test-case naming and the notes on the statistics; the texts shown for
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -32,6 +42,7 @@ __all__ = [
     "WriterError",
     "atomic_write_text",
     "clean_text",
+    "filenames",
     "get",
     "names",
     "register",
@@ -114,8 +125,14 @@ def _html() -> Writer:
     return HtmlWriter()
 
 
-WRITERS: dict[str, Callable[[], Writer]] = {"junit": _junit, "markdown": _markdown, "html": _html}
-"""Registry: writer name -> factory (built-in writers import their module only when created)."""
+ENTRY_POINT_GROUP = "pytest_perfgate.writers"
+BUILTIN: dict[str, tuple[str, Callable[[], Writer]]] = {
+    "junit": ("gates.xml", _junit), "markdown": ("summary.md", _markdown), "html": ("report.html", _html),
+}
+"""The built-in writers: name -> (the file it writes, its factory)."""
+WRITERS: dict[str, Callable[[], Writer]] = {name: factory for name, (_, factory) in BUILTIN.items()}
+"""Registry: writer name -> factory (built-in writers import their module only when created; the
+``pytest_perfgate.writers`` entry points of installed distributions come on top, :func:`names`)."""
 
 
 def register(name: str, factory: Callable[[], Writer]) -> None:
@@ -123,18 +140,58 @@ def register(name: str, factory: Callable[[], Writer]) -> None:
     WRITERS[name] = factory
 
 
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The ``pytest_perfgate.writers`` entry points not shadowed by a registered writer."""
+    eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return {ep.name: ep for ep in eps if ep.name not in WRITERS}
+
+
+def _where(ep: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    who = f"distribution {dist.name} {dist.version}" if dist is not None else "an installed distribution"
+    return f"entry point {ep.name} = {ep.value!r} of {who} (group {ENTRY_POINT_GROUP})"
+
+
+def _load(ep: importlib.metadata.EntryPoint) -> Writer:
+    """The writer an entry point names: a :class:`Writer`, or a class or function that makes one."""
+    try:
+        obj = ep.load()
+        # a class (which has the attributes of a Writer too) or a function is called to make one
+        made = obj() if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Writer)) else obj
+    except Exception as e:  # the user's package failed: say which one
+        raise ValueError(f"{_where(ep)}: cannot load it: {type(e).__name__}: {e}") from None
+    if not isinstance(made, Writer):
+        raise ValueError(f"{_where(ep)}: gives a {type(made).__name__}, not a writer (name, filename, write)")
+    return made
+
+
 def names() -> list[str]:
-    """The registered writer names, sorted."""
-    return sorted(WRITERS)
+    """The writer names (registered and entry points), sorted; no writer module is imported."""
+    return sorted({*WRITERS, *_entry_points()})
 
 
 def get(name: str) -> Writer:
     """A writer instance by name; the error lists the available writers."""
-    try:
-        factory = WRITERS[name]
-    except KeyError:
-        raise ValueError(f"unknown report writer {name!r} (available: {', '.join(names())})") from None
-    return factory()
+    factory = WRITERS.get(name)
+    if factory is not None:
+        return factory()
+    ep = _entry_points().get(name)
+    if ep is None:
+        raise ValueError(f"unknown report writer {name!r} (available: {', '.join(names())})")
+    return _load(ep)
+
+
+def filenames() -> list[str]:
+    """The files the writers write (a built-in writer's without importing it), in :func:`names` order."""
+    out = []
+    for name in names():
+        builtin = BUILTIN.get(name)
+        if builtin is not None and WRITERS.get(name) is builtin[1]:
+            out.append(builtin[0])
+            continue
+        with contextlib.suppress(Exception):  # a writer that cannot be made writes nothing
+            out.append(get(name).filename)
+    return out
 
 
 def write_all(
@@ -144,29 +201,39 @@ def write_all(
     writers: Iterable[str] | None = None,
     phases: list[str] | None = None,
     inconclusive: str = "fail",
+    final: bool = False,
 ) -> list[Path]:
-    """Run the named writers (all registered ones by default) and return the files written.
+    """Run the named writers (all of :func:`names` by default) and return the files written.
 
-    Every writer is attempted even if an earlier one fails; failures are then raised together as
-    :class:`WriterError`. Unknown names raise :class:`ValueError` before anything is written.
+    ``final``: the run's last write (end of the session, ``perfgate report``): a writer with a
+    ``write_final`` method (the HTML report, with its plots) uses it. Every writer is attempted
+    even if an earlier one fails (also one whose entry point does not load); failures are then
+    raised together as :class:`WriterError`. Unknown names raise :class:`ValueError` before
+    anything is written.
     """
-    chosen = [get(n) for n in (list(writers) if writers is not None else names())]
+    chosen = list(writers) if writers is not None else names()
+    known = set(names())
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise ValueError(f"unknown report writer {unknown[0]!r} (available: {', '.join(sorted(known))})")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     errors: list[str] = []
     first: BaseException | None = None
-    for w in chosen:
+    for name in chosen:
+        w: Writer | None = None
         try:
-            written.append(w.write(doc, out_dir, phases=phases, inconclusive=inconclusive))
+            w = get(name)
+            write = getattr(w, "write_final", None) if final else None
+            write = write if callable(write) else w.write
+            written.append(write(doc, out_dir, phases=phases, inconclusive=inconclusive))
         except Exception as e:  # keep writing the other reports
-            errors.append(f"{w.name} ({w.filename}): {type(e).__name__}: {e}")
+            errors.append(f"{name} ({w.filename if w is not None else 'not loaded'}): {type(e).__name__}: {e}")
             first = first or e
     if errors:
         raise WriterError("report writers failed: " + "; ".join(errors), written) from first
     return written
-
-
 
 
 # ---------------------------------------------------------------- what the writers share

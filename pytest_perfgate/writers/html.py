@@ -14,6 +14,7 @@ data (classes come from fixed tables, coordinates are computed floats).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -295,6 +296,16 @@ class HtmlWriter(RenderedWriter):
     name = "html"
     filename = "report.html"
     render = staticmethod(render)
+
+    def write_final(self, doc: Mapping[str, Any], out_dir: Path, *, phases: list[str] | None = None,
+                    inconclusive: str = "fail") -> Path:
+        """The run's last ``report.html``: with its plots (:func:`write_report`); plots that cannot
+        be drawn are a warning and the report is written without them (never fatal to the run)."""
+        try:
+            return write_report(doc, out_dir, phases=phases, inconclusive=inconclusive, plots=True)
+        except Exception as e:
+            warnings.warn(f"perfgate: could not write the plotted report.html: {e}", stacklevel=2)
+            return self.write(doc, out_dir, phases=phases, inconclusive=inconclusive)
 
 
 def write_report(

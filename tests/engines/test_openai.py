@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Literal
 
 import pytest
 
@@ -39,7 +40,8 @@ def generate(engine: OpenAIEngine, request: Request) -> RequestRecord:
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
-def test_timestamps_match_ground_truth(server: ScriptedServer, engine: OpenAIEngine, api: str) -> None:
+def test_timestamps_match_ground_truth(server: ScriptedServer, engine: OpenAIEngine,
+                                      api: Literal["completions", "chat"]) -> None:
     server.reset()
     rec = generate(engine, Request(prompt="one two three", max_tokens=12, api=api, extra={"perfgate": {"id": "x"}}))
     assert rec.ok, rec.error

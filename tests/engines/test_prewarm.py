@@ -14,7 +14,7 @@ import pytest
 from pytest_perfgate.config import EngineSpec, load_thresholds
 from pytest_perfgate.engines import manager as manager_mod
 from pytest_perfgate.engines.manager import EngineManager
-from pytest_perfgate.engines.vllm_inproc import device_name
+from pytest_perfgate.runtime.device import device_name
 from pytest_perfgate.session import startup
 
 ROOT = Path(__file__).resolve().parents[2]

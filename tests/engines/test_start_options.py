@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_perfgate.engines import vllm_inproc
 from pytest_perfgate.engines.vllm_inproc import _launcher, _uniproc_env, _use_forkserver, embedded_start
+from pytest_perfgate.runtime.device import device_name
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(vllm_inproc.device_name() != "cpu", reason="CPU start options")
+pytestmark = pytest.mark.skipif(device_name() != "cpu", reason="CPU start options")
 
 
 def test_embedded_cpu_engine_runs_eagerly_in_one_process() -> None:
