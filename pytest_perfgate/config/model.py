@@ -47,7 +47,7 @@ class Fallback:
 
 
 _STAT = re.compile(r"^p(\d{1,2}(?:\.\d+)?)$")
-STATISTICS_HELP = "p50, p90, p99, p99.9 (any pNN), median, mean, value, rate"
+STATISTICS_HELP = "p50, p90, p99, p99.9 (any pNN), median, mean, value, rate, sustained (a capacity gate)"
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,8 @@ class Statistic:
             return Statistic("mean", None, "mean")
         if t in ("value", "rate", "ratio"):
             return Statistic("value", None, t)
+        if t in ("sustained", "capacity"):  # the largest load level a sweep sustains under the gate's slo
+            return Statistic("sustained", None, "sustained")
         m = _STAT.match(t)
         if m:
             q = float(m.group(1)) / 100.0
@@ -103,6 +105,9 @@ class Gate:
     max_error_rate: float | None = None
     regression: float | None = None  # tolerated relative change vs --perfgate-baseline before the gate fails
     single: bool = False  # a "value" gate that accepts one measured number (no interval; the verdict says so)
+    # per-request SLO terms (metric, quantile or None, limit in seconds): a capacity gate's
+    # "P99 TTFT <= a" terms (statistic = "sustained"), or a goodput gate's per-request limits
+    slo: tuple[tuple[str, float | None, float], ...] = ()
 
     @property
     def recorded_only(self) -> bool:

@@ -66,6 +66,8 @@ class Verdict:
     efficiency: float | None = None
     efficiency_kind: str = ""  # "MFU" (compute-bound, prefill) | "MBU" (memory-bound, decode)
     floor_basis: str = ""
+    # a load sweep's levels (a capacity gate): per level its load, latencies and decision, in order
+    curve: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def error(cls, gate: Gate, cause: str, *, confidence: float, requests: RequestCounts | None = None,
@@ -169,6 +171,10 @@ class Verdict:
         d = asdict(self)
         d.pop("fallback_info")
         d["details"] = dict(self.details)
+        if self.curve:
+            d["curve"] = [dict(x) for x in self.curve]
+        else:
+            d.pop("curve")
         d["improvement"] = self.improvement
         d["ci"] = self.ci_text()
         d["summary"] = self.summary()
@@ -227,6 +233,8 @@ def evaluate(
         return err
     if gate.compare:
         v = evaluate_compare(gate, data, c)
+    elif gate.slo:
+        v = _decided_by_data(gate, data, c)
     else:
         d = as_data(data, gate.metric, label=gate.name)
         v = _evaluate_single(gate, d, c)
@@ -235,6 +243,16 @@ def evaluate(
             v["note"] = "; ".join(x for x in (v["note"], counts.listed(3)) if x)
         v["note"] = "; ".join(x for x in (v["note"], *getattr(d, "notes", ())) if x)  # e.g. lengths not forced
     return _finish(gate, v, _fallback_info(gate, thresholds))
+
+
+def _decided_by_data(gate: Gate, data: Any, c: float) -> dict[str, Any]:
+    """A gate with ``slo`` terms (a capacity gate, a bounded goodput gate) is decided by its data's
+    ``perfgate_verdict(gate, c)`` (a load sweep's capacity search, a run's goodput bound: load/gates.py)."""
+    decide_own = getattr(data, "perfgate_verdict", None)
+    if decide_own is None:
+        what = "a load sweep (pytest_perfgate.load.sweep.sweep)" if gate.statistic.kind == "sustained" else "a load run"
+        raise SampleError(f"gate {gate.name}: its slo terms are decided on {what}, not on {type(data).__name__}")
+    return dict(decide_own(gate, c))
 
 
 def best_of(candidates: Mapping[str, Any], gate: Gate, *, thresholds: Thresholds | None = None,
