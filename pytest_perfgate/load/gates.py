@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..verdicts.bounds import Bounds
 from ..verdicts.rules import decide
@@ -29,7 +29,15 @@ from .goodput import goodput
 
 if TYPE_CHECKING:
     from ..config import Gate
-    from .result import RunResult
+    from ..contract import RequestRecord
+
+
+class RunResult(Protocol):
+    """What these gates read of a load run (``load.result.RunResult``; no import of it: it calls here)."""
+
+    records: list[RequestRecord]
+
+    def summary(self) -> dict[str, dict[str, float]]: ...
 
 
 def terms_of(gate: Gate) -> list[Term]:
