@@ -27,6 +27,7 @@ class MemoryBatch:
     """``[params.memory_batch]``."""
 
     kv_blocks: int
+    max_model_len: int
     prompt_tokens: int
     max_tokens: int
     rounds: int = 2
@@ -43,7 +44,7 @@ def memory_batch(perfgate_thresholds: Thresholds) -> MemoryBatch:
 def test_engine_max_safe_batch(perfgate: Perfgate, perfgate_engines: Engines, memory_batch: MemoryBatch) -> None:
     p = memory_batch
     name = perfgate_engines.variant("baseline", f"baseline-kv{p.kv_blocks}", num_gpu_blocks_override=p.kv_blocks,
-                                    enable_prefix_caching=False)
+                                    max_model_len=p.max_model_len, enable_prefix_caching=False)
     tok = perfgate_engines.tokenizer(name)
     seeds = iter(range(500, 10_000))
 

@@ -4,7 +4,11 @@ preempting a request or running out of memory, read from the engine's own metric
 A probe at concurrency ``n`` runs ``rounds x n`` requests of one shape in a closed loop of ``n``
 in flight (:class:`~pytest_perfgate.load.schedule.LoadConfig` ``mode="concurrency"``) and *fits*
 when the engine's ``vllm:num_preemptions`` did not move over the run (:mod:`pytest_perfgate.load.kv`)
-and no request failed (an out-of-memory answer, HTTP 500, a dropped stream). The search is the
+and no request failed (an out-of-memory answer, HTTP 500, a dropped stream), and the engine ran all
+``n`` at once (the peak of its ``vllm:num_requests_running`` gauge over the run's polls reached
+``n``: vLLM v1 does not admit a request whose prompt finds no free KV blocks, so a full cache
+shows as requests left waiting more often than as preemptions; an engine without the gauge is
+judged on preemptions and failures alone, and the probe says so). The search is the
 memory suite's exponential-then-binary search (:func:`~pytest_perfgate.memory.workload.max_safe_batch`):
 ``best`` fit and ``best + 1`` did not, in this probe sequence. Assumption: fitting is monotone in
 the concurrency (more requests in flight never need fewer KV blocks), as it is for one prompt
@@ -22,6 +26,8 @@ from ..load.result import RunResult
 from ..load.schedule import LoadConfig
 from .workload import max_safe_batch
 
+RUNNING = "vllm:num_requests_running"
+
 
 class NoPreemptionCounter(RuntimeError):
     """The engine exposes no ``vllm:num_preemptions``: preemption cannot be seen, so nothing fits."""
@@ -34,11 +40,14 @@ class Probe:
     preemptions: int
     failed: int
     peak_kv_usage: float | None  # 0-1
+    peak_running: int | None = None  # the engine's running-requests gauge, None: not exposed
 
     def text(self) -> str:
         usage = f", peak KV usage {self.peak_kv_usage:.0%}" if self.peak_kv_usage is not None else ""
+        running = (f", at most {self.peak_running} running at once" if self.peak_running is not None
+                   else ", no running-requests gauge")
         return (f"concurrency {self.concurrency}: {'fits' if self.fits else 'does not fit'} "
-                f"({self.preemptions} preemptions, {self.failed} failed requests{usage})")
+                f"({self.preemptions} preemptions, {self.failed} failed requests{running}{usage})")
 
 
 @dataclass
@@ -74,8 +83,10 @@ def probe_of(n: int, run: RunResult) -> Probe:
         raise NoPreemptionCounter(f"concurrency {n}: the engine exposes no vllm:num_preemptions counter: "
                                   "preemptions cannot be seen, so the max-safe-batch search cannot run")
     failed = len(run.measured) - len(run.successful)
-    return Probe(n, kv.preemptions == 0 and failed == 0 and len(run.measured) > 0, kv.preemptions, failed,
-                 kv.peak_usage)
+    seen = [g[RUNNING] for g in (*run.gauges, run.counters_after) if RUNNING in g]
+    peak = int(max(seen)) if seen else None
+    ok = kv.preemptions == 0 and failed == 0 and len(run.measured) > 0 and (peak is None or peak >= n)
+    return Probe(n, ok, kv.preemptions, failed, kv.peak_usage, peak)
 
 
 def search(run: Callable[[Sequence[Request], LoadConfig], RunResult], requests: Callable[[int], Sequence[Request]],
