@@ -33,6 +33,7 @@ from .schedule import LoadConfig
 
 if TYPE_CHECKING:
     from ..config import Gate
+    from ..verdicts.samples import Samples
 
 T = TypeVar("T")
 
@@ -55,6 +56,19 @@ class Sweep:
                         "decision": lv.decision, "goodput": lv.goodput.rate if lv.goodput else None,
                         **{f"{k}_{p}": s[k][p] for k in ("ttft", "tpot") if k in s for p in ("p50", "p99")}})
         return out
+
+    def perfgate_data(self, metric: str) -> Samples:
+        """What a results directory keeps of a sweep (store/records.py): the achieved request rate
+        of each level, req/s, in level order (the verdict's ``curve`` has every level's latencies).
+        A capacity gate is decided by :meth:`perfgate_verdict`, never on these."""
+        from ..verdicts.samples import SampleError, make_samples
+        from .capacity import load_of
+
+        rates = [load_of(self.results[lv].records, self.kind == "rate").achieved for lv in sorted(self.results)]
+        if metric not in ("request_throughput", "concurrency") or not rates or any(r is None for r in rates):
+            raise SampleError(f"{metric}: a load sweep is a capacity gate's data (statistic = \"sustained\"); "
+                              "gate its runs (sweep.results[level]) for other metrics")
+        return make_samples([float(r) for r in rates if r is not None], "req/s", label="achieved req/s per level")
 
     def perfgate_verdict(self, gate: Gate, c: float) -> dict[str, Any]:
         """A capacity gate (``statistic = "sustained"``) over this sweep's runs: see :mod:`.gates`."""
