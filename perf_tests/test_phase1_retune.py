@@ -27,6 +27,7 @@ from pytest_perfgate.load.capacity import level_of
 from pytest_perfgate.load.gates import terms_of
 from pytest_perfgate.load.retune import choose, details_of
 from pytest_perfgate.load.sweep import Sweep, argument_grid, engine_sweep, point_name
+from pytest_perfgate.verdicts.rules import resolve_confidence
 from pytest_perfgate.verdicts.verdict import evaluate
 
 GATE = "batch_retune_capacity"
@@ -69,7 +70,7 @@ def _gate(perfgate: Perfgate, retune: Retune) -> tuple[Any, str]:
 @pytest.mark.gate(GATE)
 def test_batch_retune_under_the_phase1_slo(perfgate: Perfgate, perfgate_engines: Engines, retune: Retune) -> None:
     gate, note = _gate(perfgate, retune)
-    c = perfgate.confidence or gate.confidence or perfgate.thresholds.settings.confidence
+    c = resolve_confidence(gate, perfgate.thresholds, perfgate.confidence)
     terms = terms_of(gate)
     points = argument_grid(**{k: list(v) for k, v in retune.grid.items()})
     tok = perfgate_engines.tokenizer(perfgate.engine)
