@@ -98,7 +98,7 @@ def _fields(gate: Gate, v: CapacityVerdict, results: Mapping[float, RunResult], 
     knee = v.knee
     parts = [f"sustains {sustained:g} {v.unit}" if sustained is not None else "sustains no level tried",
              f"at {at.level:g}: {margins}" if at is not None and margins else "",
-             f"knee {knee:g}" if knee is not None else "knee not reached",
+             v.knee_text,
              f"first level not sustained {first_not.level:g}: {first_not.decision}"
              + (f" ({first_not.load.saturated})" if first_not.load.saturated else "") if first_not else ""]
     needed = max((t.needed or 0 for t in first_not.terms), default=0) if first_not is not None else 0

@@ -193,3 +193,10 @@ def test_goodput_verdict_reads_in_the_metric_unit() -> None:
     v = evaluate(_th({"g": {**GOODPUT, "min": "1 req/s"}}).gate("g"), run)
     assert v.unit == "req/s" and v.lower <= v.observed <= v.upper and v.n == 80
     assert "requests met ttft <= 200 ms" in v.note and v.method.startswith("Clopper-Pearson")
+
+
+def test_a_server_saturated_from_the_first_level_says_so() -> None:
+    gate = _th({"cap": {**MEDIAN, "min": "1 req/s"}}).gate("cap")
+    v = evaluate(gate, _sweep(np.random.default_rng(9), [1.0, 2.0], 0.0, 300, mu=0.6))
+    assert v.outcome == "fail" and "knee below the first level (1: saturated)" in v.note
+    assert "sustains no level tried" in v.note and "saturated" in v.note
