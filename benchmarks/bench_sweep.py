@@ -13,6 +13,9 @@ import time
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
+from pathlib import Path  # noqa: E402
+
+from pytest_perfgate.config import parse_thresholds  # noqa: E402
 from pytest_perfgate.engines.registry import create  # noqa: E402
 from pytest_perfgate.engines.vllm_inproc import EMBEDDED_CPU_OPTIONS  # noqa: E402
 from pytest_perfgate.load.capacity import Term  # noqa: E402
@@ -20,6 +23,7 @@ from pytest_perfgate.load.prompts import exact_length_prompts  # noqa: E402
 from pytest_perfgate.load.schedule import LoadConfig  # noqa: E402
 from pytest_perfgate.load.sweep import sweep  # noqa: E402
 from pytest_perfgate.models import make_models  # noqa: E402
+from pytest_perfgate.verdicts.verdict import evaluate  # noqa: E402
 
 
 def main() -> None:
@@ -42,6 +46,11 @@ def main() -> None:
         print(sw.verdict.text())
         for p in sw.curve():
             print("  " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in p.items()))
+        # the same sweep through a thresholds.toml capacity gate (the normal evaluation path)
+        th = parse_thresholds({"phases": {"bench": {}}, "gates": {"capacity": {
+            "phase": "bench", "metric": "request_throughput", "statistic": "sustained", "min": "2 req/s",
+            "slo": {"ttft_p50": "2 s", "tpot_p50": "500 ms"}}}}, Path("bench_sweep.toml"))
+        print(evaluate(th.gate("capacity"), sw, thresholds=th).summary())
     finally:
         eng.stop()
 

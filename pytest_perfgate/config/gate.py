@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from .units import Quantity
 GATE_KEYS = {
     "phase", "metric", "statistic", "max", "min", "baseline", "fallback", "compare", "runs",
     "confidence", "description", "title", "unit", "bands", "max_samples", "max_seconds", "engine",
-    "params", "record_only", "max_error_rate", "regression", "single", "requests",
+    "params", "record_only", "max_error_rate", "regression", "single", "requests", "slo",
 }  # fmt: skip
 
 
@@ -96,7 +97,45 @@ def parse_gate(
         max_error_rate=c.fraction(t["max_error_rate"], tn, "max_error_rate") if "max_error_rate" in t else None,
         regression=c.fraction(t["regression"], tn, "regression") if "regression" in t else None,
         single=single,
+        slo=_slo(c, tn, t, statistic, metric.name),
     )
+
+
+_SLO_KEY = re.compile(r"^(ttft|tpot|e2e)(?:_p(\d{1,2}(?:\.\d+)?))?$")
+
+
+def _slo(c: Checker, tn: str, t: Mapping[str, Any], st: Statistic, metric: str) -> tuple[tuple[str, float | None, float], ...]:
+    """``slo = { ttft_p99 = "2 s", tpot_p99 = "100 ms" }``: a capacity gate's (statistic =
+    "sustained") quantile terms; ``slo = { ttft = "2 s", tpot = "50 ms" }``: a goodput gate's
+    per-request limits. (metric, quantile or None, limit in seconds), in the table's order."""
+    raw = t.get("slo")
+    if raw is None:
+        if st.kind == "sustained":
+            raise c.err(tn, "slo", "missing: a capacity gate (statistic = \"sustained\") names its SLO terms, "
+                        "e.g. slo = { ttft_p99 = \"2 s\", tpot_p99 = \"100 ms\" }")
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise c.err(tn, "slo", "must be a non-empty table, e.g. { ttft_p99 = \"2 s\", tpot_p99 = \"100 ms\" }")
+    if st.kind == "sustained" and metric not in ("request_throughput", "concurrency"):
+        raise c.err(tn, "metric", f"a capacity gate sustains a request rate (metric = \"request_throughput\", "
+                    f"min in req/s) or concurrent users (metric = \"concurrency\"), not {metric!r}")
+    if st.kind == "sustained" and "max" in t:
+        raise c.err(tn, "max", "a capacity gate sustains at least a level: use min (e.g. min = \"4 req/s\")")
+    if st.kind != "sustained" and metric != "goodput":
+        raise c.err(tn, "slo", f"only a capacity gate (statistic = \"sustained\") or a goodput gate takes slo, "
+                    f"not a {metric} gate")
+    out: list[tuple[str, float | None, float]] = []
+    for key, value in raw.items():
+        m = _SLO_KEY.match(str(key).lower())
+        q = float(m.group(2)) / 100 if m and m.group(2) else None
+        if m is None or (st.kind == "sustained") != (q is not None) or (q is not None and not 0 < q < 1):
+            want = "METRIC_pNN (ttft_p99, tpot_p99, e2e_p90)" if st.kind == "sustained" else "ttft, tpot or e2e"
+            raise c.err(tn, f"slo.{key}", f"unknown SLO term: this gate's terms are {want}")
+        lim = c.quantity(value, tn, f"slo.{key}")
+        if lim.dimension != "time" or not lim.base > 0:
+            raise c.err(tn, f"slo.{key} = {value!r}", "must be a time > 0 with its unit, e.g. \"200 ms\"")
+        out.append((m.group(1), q, lim.base))
+    return tuple(out)
 
 
 def _phase(c: Checker, tn: str, t: Mapping[str, Any], phases: Mapping[str, Phase]) -> str:

@@ -55,6 +55,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("fragmentation", "fraction", "1 - allocated / reserved bytes at peak", ("memory_fragmentation",)),
     Metric("quality_loss", "fraction", "relative loss of a quality score", ("accuracy_drop",)),
     Metric("memory", "bytes", "bytes of memory", ("memory_bytes",)),
+    Metric("concurrency", "number", "requests kept in flight (a closed loop's concurrent users)", ("concurrent_users", "users")),
     Metric("value", "number", "any plain number", ()),
 )
 

@@ -77,6 +77,9 @@ class Gate:
     max_error_rate: float | None = None
     regression: float | None = None  # tolerated relative change vs --perfgate-baseline before the gate fails
     single: bool = False  # a "value" gate that accepts one measured number (no interval; the verdict says so)
+    # per-request SLO terms (metric, quantile or None, limit in seconds): a capacity gate's
+    # "P99 TTFT <= a" terms (statistic = "sustained"), or a goodput gate's per-request limits
+    slo: tuple[tuple[str, float | None, float], ...] = ()
 
     @property
     def recorded_only(self) -> bool:

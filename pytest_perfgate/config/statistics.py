@@ -135,6 +135,17 @@ class ValueKind(StatisticKind):
         return Statistic("value", None, text) if text in ("value", "rate", "ratio") else None
 
 
+class SustainedKind(StatisticKind):
+    """``sustained`` (``capacity``): the largest load level a sweep sustains under the gate's ``slo``
+    terms (a capacity gate; decided by the sweep itself, load/gates.py)."""
+
+    kind = "sustained"
+    help = "sustained (a capacity gate)"
+
+    def parse(self, text: str) -> Statistic | None:
+        return Statistic("sustained", None, "sustained") if text in ("sustained", "capacity") else None
+
+
 class ComparisonKind:
     """One ``compare`` kind as the thresholds layer sees it; ``verdicts.methods.Comparison`` extends it."""
 
@@ -208,5 +219,5 @@ def statistics_help() -> str:
     return ", ".join(k.help for k in _KINDS.values() if k.help)
 
 
-for _k in (QuantileKind(), MeanKind(), ValueKind(), RatioKind(), DifferenceKind(), ReductionKind()):
+for _k in (QuantileKind(), MeanKind(), ValueKind(), SustainedKind(), RatioKind(), DifferenceKind(), ReductionKind()):
     register_kind(_k)

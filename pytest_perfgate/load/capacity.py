@@ -318,10 +318,20 @@ class CapacityVerdict:
             prev = lv
         return None
 
+    @property
+    def knee_text(self) -> str:
+        """``knee 2``, ``knee below the first level (1)`` (saturated from the first level on) or
+        ``knee not reached``."""
+        if self.knee is not None:
+            return f"knee {self.knee:g}"
+        if self.levels and self.levels[0].load.saturated:
+            return f"knee below the first level ({self.levels[0].level:g}: saturated)"
+        return "knee not reached"
+
     def text(self) -> str:
         head = (f"capacity {self.outcome.upper()}: sustains {self.sustained if self.sustained is not None else 'no level'}"
                 f" {self.unit}" + (f" (target >= {self.target:g})" if self.target is not None else "")
-                + f" at {self.confidence:.0%} confidence; knee {self.knee if self.knee is not None else 'not reached'}")
+                + f" at {self.confidence:.0%} confidence; {self.knee_text}")
         lines = [head]
         for lv in self.levels:
             rate = (f"offered {lv.load.offered:.3g}, " if lv.load.offered else "") + (

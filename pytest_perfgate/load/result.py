@@ -17,6 +17,7 @@ from . import metrics as m
 from .schedule import LoadConfig
 
 if TYPE_CHECKING:
+    from ..config import Gate
     from .kv import KVPressure
 
 _DISTRIBUTIONS = metric_names.from_source(metric_names.RECORDS)  # per-request samples: ttft, tpot, ... decode_rate
@@ -129,6 +130,12 @@ class RunResult:
 
     def _sequential(self) -> bool:
         return self.config is not None and self.config.in_flight == 1
+
+    def perfgate_verdict(self, gate: Gate, c: float) -> dict[str, Any]:
+        """A bounded goodput gate (``slo`` per-request limits) on this run: see :mod:`.gates`."""
+        from .gates import goodput_fields
+
+        return goodput_fields(gate, self, c)
 
     # -- MetricSource ----------------------------------------------------------------------------
     def perfgate_data(self, metric: str) -> Samples | Proportion:

@@ -7,6 +7,11 @@
   (https://github.com/benchmark-action/github-action-benchmark#examples): a JSON list of
   ``{"name", "unit", "value", "range", "extra"}``; one file per direction, because the action takes
   one tool per file. Which file a gate goes to follows :func:`store.baseline.smaller_is_better`.
+
+A capacity gate's verdict (a load sweep: ``curve`` in its dict) adds its sustained level and knee
+as measures of its own benchmark, and one benchmark per level, ``<gate>@<level>``, with the achieved
+request rate and goodput (req/s, bigger is better) and P99 TTFT/TPOT (ms, smaller is better); a
+bounded goodput gate exports as any gate (req/s, with its bounds).
 """
 
 from __future__ import annotations
@@ -38,10 +43,45 @@ def _measure(v: Mapping[str, Any]) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "value"
 
 
+# per level of a sweep: (curve key, measure, factor to the shown unit, unit, smaller is better)
+SWEEP_MEASURES = (("achieved_req_s", "achieved-req-s", 1.0, "req/s", False),
+                  ("goodput_req_s", "goodput-req-s", 1.0, "req/s", False),
+                  ("ttft_p99_s", "ttft-p99-ms", 1e3, "ms", True),
+                  ("tpot_p99_s", "tpot-p99-ms", 1e3, "ms", True))
+
+
+def _finite(x: object) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def sweep_rows(v: Mapping[str, Any]) -> list[tuple[str, str, float, str, bool]]:
+    """(benchmark, measure, value, unit, smaller is better) of a capacity verdict's sweep: its
+    sustained level and knee, then every level's measures; [] for other verdicts."""
+    curve = v.get("curve")
+    if not isinstance(curve, list):
+        return []
+    gate, unit_name = str(v.get("gate")), str(v.get("unit") or "concurrent requests")
+    raw = v.get("details")
+    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    rows = [(gate, k, x, unit_name, False) for k in ("sustained", "knee")
+            if (x := _finite(details.get(k))) is not None]
+    for p in curve:
+        level = _finite(p.get("level")) if isinstance(p, Mapping) else None
+        if level is None:
+            continue
+        for key, measure, factor, u, smaller in SWEEP_MEASURES:
+            x = _finite(p.get(key))
+            if x is not None:
+                rows.append((f"{gate}@{level:g}", measure, x * factor, u, smaller))
+    return rows
+
+
 def bencher(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format for verdict dicts (the last verdict of a gate wins)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for v in verdicts:
+        for bench, measure, x, _u, _s in sweep_rows(v):
+            out.setdefault(bench, {})[measure] = {"value": x}
         value = _scaled(v, "observed")
         if value is None or v.get("outcome") == "error":
             continue
@@ -69,6 +109,8 @@ def github_benchmark(verdicts: Iterable[Mapping[str, Any]], *, smaller_is_better
     """github-action-benchmark custom JSON (``customSmallerIsBetter`` or ``customBiggerIsBetter``)."""
     out: list[dict[str, Any]] = []
     for v in verdicts:
+        out.extend({"name": f"{bench} {measure}", "unit": u, "value": x, "extra": f"{v.get('outcome')}; load sweep"}
+                   for bench, measure, x, u, smaller in sweep_rows(v) if smaller == smaller_is_better)
         value = _scaled(v, "observed")
         if value is None or v.get("outcome") == "error" or _smaller(v) != smaller_is_better:
             continue

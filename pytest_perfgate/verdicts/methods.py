@@ -366,6 +366,20 @@ class PairedMethod(Method):
         return replace(e, note=f"paired: {b} pairs right with the reference only, {dd} with the other only, of {d.n}")
 
 
+class SustainedMethod(kinds.SustainedKind, Method):
+    """A capacity gate (``statistic = "sustained"``): the largest level a load sweep sustains under the
+    gate's ``slo`` terms. The sweep decides it (``perfgate_verdict``: load/gates.py, the capacity search
+    of load/capacity.py), so there is no per-sample point or bound here."""
+
+    accepts_proportion: ClassVar[bool] = False
+
+    def point(self, st: Statistic, d: Samples) -> float:
+        raise SampleError("a capacity gate (statistic = \"sustained\") is decided on a load sweep, not on samples")
+
+    def bounds(self, st: Statistic, d: Samples, c: float, direction: str | None) -> stats.Bounds:
+        raise SampleError("a capacity gate (statistic = \"sustained\") is decided on a load sweep, not on samples")
+
+
 class Ratio(kinds.RatioKind, Comparison):
     def combine(self, a: float, b: float) -> float:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -389,6 +403,6 @@ class Reduction(kinds.ReductionKind, Comparison):
             return float(1 - np.float64(a) / np.float64(b))
 
 
-for _m in (QuantileMethod(), MeanMethod(), ValueMethod(), SumsMethod(), ProportionMethod(), PairedMethod(),
+for _m in (QuantileMethod(), MeanMethod(), ValueMethod(), SumsMethod(), ProportionMethod(), PairedMethod(), SustainedMethod(),
            Ratio(), Difference(), Reduction()):
     register(_m)

@@ -58,6 +58,8 @@ class Verdict:
     efficiency: float | None = None
     efficiency_kind: str = ""  # "MFU" (compute-bound, prefill) | "MBU" (memory-bound, decode)
     floor_basis: str = ""
+    # a load sweep's levels (a capacity gate): per level its load, latencies and decision, in order
+    curve: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def error(cls, gate: Gate, cause: str, *, confidence: float, requests: RequestCounts | None = None,
@@ -163,6 +165,10 @@ class Verdict:
         d = asdict(self)
         d.pop("fallback_info")
         d["details"] = dict(self.details)
+        if self.curve:
+            d["curve"] = [dict(x) for x in self.curve]
+        else:
+            d.pop("curve")
         d["improvement"] = self.improvement
         d["ci"] = self.ci_text()
         d["summary"] = self.summary()
@@ -190,6 +196,7 @@ class Verdict:
             fallbacks=r.fallbacks, fallback_info=fallback_info, band=r.band, compare=r.compare, note=r.note,
             details=dict(r.details), floor=r.floor, floor_kind=r.floor_kind, floor_multiple=r.floor_multiple,
             efficiency=r.efficiency, efficiency_kind=r.efficiency_kind, floor_basis=r.floor_basis,
+            curve=_curve(d),
         )
 
     @property
@@ -227,6 +234,12 @@ class Verdict:
         return props
 
 
+def _curve(d: Mapping[str, Any] | VerdictRecord) -> tuple[Mapping[str, Any], ...]:
+    """A stored capacity verdict's curve (a list of level mappings), () when absent or malformed."""
+    raw = d.get("curve") if isinstance(d, Mapping) else None
+    return tuple(dict(x) for x in raw if isinstance(x, Mapping)) if isinstance(raw, list) else ()
+
+
 def evaluate(
     gate: Gate,
     data: Any,
@@ -248,6 +261,9 @@ def evaluate(
         return err
     if gate.compare:
         v = evaluate_compare(gate, data, c)
+    elif gate.slo:  # a capacity or bounded goodput gate: its data (a sweep, a run) decides its slo terms
+        v, curve = _decided_by_data(gate, data, c)
+        return replace(_finish(gate, v, _fallback_info(gate, thresholds)), curve=curve)
     else:
         d = as_data(data, gate.metric, label=gate.name)
         v = _evaluate_single(gate, d, c)
@@ -256,6 +272,18 @@ def evaluate(
             v = v.noted(counts.listed(3))
         v = v.noted(*getattr(d, "notes", ()))  # e.g. lengths not forced
     return _finish(gate, v, _fallback_info(gate, thresholds))
+
+
+def _decided_by_data(gate: Gate, data: Any, c: float) -> tuple[Estimate, tuple[Mapping[str, Any], ...]]:
+    """A gate with ``slo`` terms (a capacity gate, a bounded goodput gate) is decided by its data's
+    ``perfgate_verdict(gate, c)`` (a load sweep's capacity search, a run's goodput bound: load/gates.py)."""
+    decide_own = getattr(data, "perfgate_verdict", None)
+    if decide_own is None:
+        what = "a load sweep (pytest_perfgate.load.sweep.sweep)" if gate.statistic.kind == "sustained" else "a load run"
+        raise SampleError(f"gate {gate.name}: its slo terms are decided on {what}, not on {type(data).__name__}")
+    fields = dict(decide_own(gate, c))
+    curve = tuple(fields.pop("curve", ()))
+    return Estimate(**fields), curve
 
 
 def best_of(candidates: Mapping[str, Any], gate: Gate, *, thresholds: Thresholds | None = None,

@@ -180,6 +180,7 @@ def cards(entry: Mapping[str, Any], index: int, store: Store | None) -> str:
         if not fig:
             fig = interval_svg(v) + (f'<div class="summary">{caption}</div>' if caption and store is not None else "")
             caption = ""
+        fig += _sweep(v)
         out.append(
             f'<div class="card {cls}" id="{_gate_id(index, name)}"><h4>{_e(name)} '
             f'<span class="{cls}">{_e(v.get("outcome"))}</span></h4>'
@@ -187,6 +188,20 @@ def cards(entry: Mapping[str, Any], index: int, store: Store | None) -> str:
             + (f'<div class="summary">{caption}</div>' if caption else "") + "</div>"
         )
     return f'<h3>Distributions</h3><div class="cards">{"".join(out)}</div>' if out else ""
+
+
+def _sweep(v: Mapping[str, Any]) -> str:
+    """A capacity verdict's latency-vs-load and Pareto plots (its ``curve``), "" for other verdicts."""
+    if not v.get("curve"):
+        return ""
+    from .sweep_plots import limits_of, sweep_figure
+
+    try:
+        fig = sweep_figure(v.get("curve"), unit=clean_text(v.get("unit")) or "concurrent requests", limits=limits_of(v))
+    except Exception as e:  # a plot must never cost the report
+        return f'<div class="summary">sweep plot failed: {_e(type(e).__name__)}: {_e(e)}</div>'
+    return (fig + '<div class="summary">load sweep: latency vs load per level (dashed P50, solid P99; dotted: '
+            'SLO limits) and achieved throughput vs P99 TTFT (the Pareto front joined)</div>') if fig else ""
 
 
 def runs_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) -> str:
