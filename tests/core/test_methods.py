@@ -166,7 +166,7 @@ def test_an_unknown_statistic_in_a_file_lists_the_registered_kinds(tmp_path: Pat
     p = tmp_path / "thresholds.toml"
     p.write_text(TOML.replace('statistic = "p99"', 'statistic = "p99x"'))
     with pytest.raises(ConfigError, match=r"thresholds.toml: \[gates.unknown\] statistic: unknown statistic "
-                       r"'p99x' \(use p50, p90, p99, p99.9 \(any pNN\), median, mean, value, rate, trimNN"):
+                       r"'p99x' \(use p50, p90, p99, p99.9 \(any pNN\), median, mean, value, rate, sustained \(a capacity gate\), trimNN"):
         load_thresholds(p)
 
 
