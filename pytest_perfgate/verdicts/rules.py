@@ -12,6 +12,7 @@ import numpy as np
 from ..config.metrics import lookup
 from ..config.units import DIMENSION_DEFAULT_UNIT
 from . import bounds as stats
+from .acceptance import accepted_prefix_bounds
 from .samples import Data, Proportion, SampleError, Samples
 
 if TYPE_CHECKING:
@@ -109,8 +110,18 @@ def censored(gate: Gate, d: Data) -> int:
     return d.requests.failed
 
 
-def proportion_bounds(d: Proportion, c: float) -> tuple[stats.Bounds, str]:
-    """Bounds of a proportion and the note saying what they assume."""
+ACCEPTED_PREFIX_METRICS = ("acceptance_rate",)  # vLLM's counting: accepted up to the first rejection
+
+
+def proportion_bounds(d: Proportion, c: float, metric: str = "") -> tuple[stats.Bounds, str]:
+    """Bounds of a proportion and the note saying what they assume; ``metric`` an accepted-prefix
+    count (draft acceptance) with per-request clusters: :mod:`acceptance`'s test-inverted bound."""
+    if d.clustered and metric in ACCEPTED_PREFIX_METRICS and d.cluster_unit == "request":
+        cs, ct = d.clusters()
+        g = int(np.count_nonzero(ct))
+        b = accepted_prefix_bounds(cs, ct, c)
+        note = f"{d.successes}/{d.trials} in {g} request clusters (requests independent; {b.method})"
+        return b, note + (f"; {b.warning}" if b.warning else "")
     if d.clustered:
         cs, ct = d.clusters()
         g = int(np.count_nonzero(ct))

@@ -370,7 +370,7 @@ def _evaluate_single(gate: Gate, d: Data, c: float) -> dict[str, Any]:
             raise SampleError(f"gate {gate.name}: {st.text} of a proportion makes no sense; use statistic = \"rate\"")
         if d.trials == 0:
             raise SampleError(f"gate {gate.name}: {d.label or gate.metric}: 0 trials, nothing was measured")
-        b, note = proportion_bounds(d, c)
+        b, note = proportion_bounds(d, c, gate.metric)
         outcome = decide(gate, b)
         needed = None
         if outcome == "inconclusive" and thr is not None and gate.direction is not None:
