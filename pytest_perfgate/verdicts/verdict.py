@@ -29,6 +29,7 @@ from .rules import (
     display_unit,
     proportion_bounds,
     resolve_confidence,
+    uncensored_note,
     unmeasured_unit,
 )
 from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, Samples, as_data, pooled_requests
@@ -233,7 +234,7 @@ def evaluate(
         counts = request_counts(data)
         if counts is not None and counts.failed and counts_requests(gate):  # the error-rate gate names the causes
             v["note"] = "; ".join(x for x in (v["note"], counts.listed(3)) if x)
-        v["note"] = "; ".join(x for x in (v["note"], *getattr(d, "notes", ())) if x)  # e.g. lengths not forced
+        v["note"] = "; ".join(x for x in (v["note"], *getattr(d, "notes", ()), uncensored_note(gate, d)) if x)
     return _finish(gate, v, _fallback_info(gate, thresholds))
 
 
