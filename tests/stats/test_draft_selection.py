@@ -47,8 +47,8 @@ def test_best_of_k_drafts_at_the_boundary(k: int, requests: int) -> None:
 
 def test_best_of_power() -> None:
     """One candidate at 90% (the other at 60%), 32 requests (two runs of the suite's two prompt sets):
-    the pick passes >= 90%. With the accepted-prefix bound's skewness guard (verdicts/acceptance.py)
-    16 requests pass 78.8% and 24 88.8%: rates near 1 skew the per-request residuals."""
+    the pick passes >= 90% (94.0%). With the accepted-prefix bound's skewness guard withholding a side
+    (before its stricter fallback side) 16 requests passed 78.8%, 24 88.8%: rates near 1 skew the residuals."""
     rng = np.random.default_rng(77)
     g = TH.gate("draft_acceptance")
     ok = 0
