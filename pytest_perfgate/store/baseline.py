@@ -163,16 +163,17 @@ def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thres
     if shift is not None:  # the quantile itself, by permutation: power where the per-run bounds have none
         regressed, ruled_out = shift.p_worse <= 1 - confidence, shift.p_within <= 1 - confidence
         bound_txt = (f"{bound_txt}; permutation test of the {vc.statistic} against {limit:.3g} x baseline "
-                     f"({shift.permutations} permutations): p = {shift.p_worse:.3g} worse, "
-                     f"{shift.p_within:.3g} within")
+                     f"({shift.permutations} permutations): p = {shift.p_worse:.3g} for worse, "
+                     f"{shift.p_within:.3g} for not worse")
     inconclusive = not regressed and not ruled_out and (worse or tol is not None)
     if regressed:
         verdict = (f"REGRESSED beyond the {tol:.0%} regression tolerance" if tol is not None
                    else "worse than the baseline (no regression tolerance set)")
     elif inconclusive:  # worse by the point estimates, but the bounds cannot tell at this n
         beyond = f"beyond the {tol:.0%} regression tolerance" if tol is not None else ""
+        other_txt = f"ratio {'<=' if sib else '>='} {other:.3g}" if math.isfinite(other) else "no ratio bound"
         verdict = (f"inconclusive: a regression {beyond} can neither be shown nor ruled out at this n "
-                   f"(ratio {'<=' if sib else '>='} {other:.3g}); more samples may decide").replace("  ", " ")
+                   f"({other_txt}); more samples may decide").replace("  ", " ")
     elif tol is not None:
         verdict = f"within the {tol:.0%} regression tolerance"
     else:
