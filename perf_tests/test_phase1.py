@@ -151,8 +151,9 @@ def test_draft_acceptance(perfgate: Perfgate, perfgate_engines: Engines, phase1:
             got.append(acc)
         return pool(got, "acceptance")
 
+    # each round is a run with the per-run time budget: the rounds together get one budget each
     verdict = perfgate.sample_until_decided(draw, gate="draft_acceptance", max_draws=phase1.acceptance_rounds,
-                                            max_seconds=phase1.max_seconds, check=False)
+                                            max_seconds=phase1.max_seconds * phase1.acceptance_rounds, check=False)
     for name, parts in per_set.items():
         perfgate.check(pool(parts, name), gate=f"acceptance_{name}")
     perfgate.raise_for(verdict)

@@ -195,7 +195,7 @@ def math_prompts(tokenizer: Any, n_tokens: int, count: int, seed: int = 0, **kw:
     return exact_length_prompts(tokenizer, n_tokens, count, seed, load_corpus("math"), "math", **kw)
 
 
-WARMUP_TOKENS = 256  # long enough to run the prefill path, short enough to cost little
+WARMUP_TOKENS = 256  # warm-up prompt length only when the measured one is unknown
 WARMUP_MAX_TOKENS = 4
 
 
@@ -203,14 +203,15 @@ def warmup_prompts(like: Sequence[Request], count: int, tokenizer: Any = None) -
     """``count`` warm-up requests of their own, shaped like ``like[0]`` (API, sampling, output
     length, ``extra``; without ``like``: ``WARMUP_MAX_TOKENS`` output tokens): never the measured
     prompts, which would then sit in the prefix cache and make the measured TTFT a cache hit. With a
-    tokenizer, exact-length token prompts of ``WARMUP_TOKENS`` (at most the measured length);
+    tokenizer, exact-length token prompts of the measured length (``like[0].prompt_tokens``: the same
+    shape, so the prefill path of that length is the one warmed; ``WARMUP_TOKENS`` when unknown);
     without one, text prompts from the corpus."""
     if count <= 0:
         return []
     from dataclasses import replace
 
     first = like[0] if like else Request(prompt="", max_tokens=WARMUP_MAX_TOKENS)
-    n_tokens = min(WARMUP_TOKENS, first.prompt_tokens or WARMUP_TOKENS)
+    n_tokens = first.prompt_tokens or WARMUP_TOKENS
     max_tokens = first.max_tokens
     if tokenizer is not None:
         made = exact_length_prompts(tokenizer, n_tokens, count, seed=999, tag="warm-up", max_tokens=max_tokens,

@@ -412,7 +412,7 @@ class Perfgate:
         notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
         v = replace(res.verdict, note="; ".join(notes))
         if self._store is not None:
-            v = self._store(v, res.samples, res.per_look_confidence, drawn)
+            v = self._store(v, res.pooled or res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
         self._record(v, [], {})
         if check:

@@ -9,6 +9,12 @@ the run has regressed by more than the tolerance (the minimum effect size). Bigg
 mirror it (``upper(current) / lower(baseline) < 1 - regression``). Because both one-sided bounds are
 exact, a run whose true statistic is exactly at the tolerance is flagged with probability at most
 ``1 - c``, whatever the distribution (tests/store/test_baseline.py simulates it).
+
+Quantile gates (pNN) decide by the permutation test of the quantile itself against
+``(1 +/- regression) x`` the baseline (:mod:`pytest_perfgate.verdicts.regression`; assumption: a
+change within the tolerance is a change of scale), which sees +40% on a P99 at 500 requests a run
+(87% at a 5% tolerance) where the per-run bounds above need >= 368 samples a run before any bound
+exists; the bound is still reported, or what it needs when it does not exist.
 """
 
 from __future__ import annotations
@@ -151,15 +157,23 @@ def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thres
     pct = f"{abs(change) * 100:.1f}% {'worse' if worse else 'better'}" if abs(change) >= 5e-4 else "unchanged"
     what = f"{vc.metric} {vc.statistic}"
     rel = ">=" if sib else "<="
-    bound_txt = f"ratio {rel} {bound:.3f} at {confidence:.0%}" if math.isfinite(bound) else "ratio bound: too few samples"
+    bound_txt = (f"ratio {rel} {bound:.3f} at {confidence:.0%}" if math.isfinite(bound)
+                 else _no_bound(gate, c2))
+    shift = _quantile_shift(gate, current, baseline, limit, sib)
+    if shift is not None:  # the quantile itself, by permutation: power where the per-run bounds have none
+        regressed, ruled_out = shift.p_worse <= 1 - confidence, shift.p_within <= 1 - confidence
+        bound_txt = (f"{bound_txt}; permutation test of the {vc.statistic} against {limit:.3g} x baseline "
+                     f"({shift.permutations} permutations): p = {shift.p_worse:.3g} for worse, "
+                     f"{shift.p_within:.3g} for not worse")
     inconclusive = not regressed and not ruled_out and (worse or tol is not None)
     if regressed:
         verdict = (f"REGRESSED beyond the {tol:.0%} regression tolerance" if tol is not None
                    else "worse than the baseline (no regression tolerance set)")
     elif inconclusive:  # worse by the point estimates, but the bounds cannot tell at this n
         beyond = f"beyond the {tol:.0%} regression tolerance" if tol is not None else ""
+        other_txt = f"ratio {'<=' if sib else '>='} {other:.3g}" if math.isfinite(other) else "no ratio bound"
         verdict = (f"inconclusive: a regression {beyond} can neither be shown nor ruled out at this n "
-                   f"(ratio {'<=' if sib else '>='} {other:.3g}); more samples may decide").replace("  ", " ")
+                   f"({other_txt}); more samples may decide").replace("  ", " ")
     elif tol is not None:
         verdict = f"within the {tol:.0%} regression tolerance"
     else:
@@ -168,6 +182,33 @@ def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thres
             f"({pct}; {bound_txt}): {verdict}")
     return Comparison(gate.name, baseline_run, baseline_label, vc.observed, vb.observed, change, bound, sib,
                       confidence, tol, regressed, text, inconclusive)
+
+
+def _quantile_shift(gate: Gate, current: Any, baseline: Any, factor: float, sib: bool) -> Any:
+    """The permutation test of a quantile gate's statistic (verdicts/regression.py), None for other
+    gates or data (proportions, ratios of sums, comparisons, fewer than 2 samples a run)."""
+    from ..verdicts.regression import quantile_shift_test
+    from ..verdicts.samples import Samples, as_data
+
+    st = gate.statistic
+    if gate.compare or st.kind != "quantile" or st.q is None:
+        return None
+    cur, ref = as_data(current, gate.metric), as_data(baseline, gate.metric)
+    if not (isinstance(cur, Samples) and isinstance(ref, Samples)) or cur.denominators is not None \
+            or ref.denominators is not None or cur.n < 2 or ref.n < 2:
+        return None
+    return quantile_shift_test(cur.values, ref.values, st.q, factor, larger_is_worse=sib)
+
+
+def _no_bound(gate: Gate, c2: float) -> str:
+    """What an absent ratio bound needs, in words (a quantile: the samples a run needs)."""
+    from ..verdicts.regression import bound_size
+
+    st = gate.statistic
+    if st.kind == "quantile" and st.q is not None:
+        return (f"no ratio bound from the runs' own bounds: each run needs >= {bound_size(st.q, c2)} samples "
+                f"for its {st.text} bounds at {c2:.4g}")
+    return "no ratio bound: too few samples in a run for its own bound"
 
 
 def _ratio_bounds(vc: Verdict, vb: Verdict, smaller_is_better: bool) -> tuple[float, float]:

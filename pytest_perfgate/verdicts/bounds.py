@@ -245,7 +245,7 @@ def skewness(x: Array) -> tuple[float, float]:
     return g1, g1 * math.sqrt(n * (n - 1)) / (n - 2)
 
 
-def _hall_inverse(u: float, gam: float, n: int) -> float:
+def hall_inverse(u: float, gam: float, n: int) -> float:
     """Inverse of Hall's (1992) skewness-removing transform T(t) = t + gam t^2/3 + gam^2 t^3/27 + gam/(6n)."""
     if abs(gam) < 1e-12:
         return u
@@ -278,8 +278,8 @@ def mean_bounds(x: Array, c: float, direction: str | None = None) -> Bounds:
         scale = float(spc.stdtrit(n - 1, c)) / float(spc.ndtri(c))
         z = float(spc.ndtri(c))
         se = s / math.sqrt(n)
-        hi = m - se * _hall_inverse(-z, gam, n) * scale
-        lo = m - se * _hall_inverse(z, gam, n) * scale
+        hi = m - se * hall_inverse(-z, gam, n) * scale
+        lo = m - se * hall_inverse(z, gam, n) * scale
     warning = ""
     if not mean_tail_ok(n, big):
         need = max(MEAN_MIN_N, math.ceil(COCHRAN * big * big))

@@ -330,7 +330,7 @@ class ProportionMethod(Method):
         assert isinstance(d, Proportion)
         if d.trials == 0:
             raise SampleError(f"gate {gate.name}: {d.label or gate.metric}: 0 trials, nothing was measured")
-        b, note = proportion_bounds(d, c)
+        b, note = proportion_bounds(d, c, gate.metric)
         outcome = decide(gate, b)
         needed = None
         if outcome == "inconclusive" and gate.threshold is not None and gate.direction is not None:

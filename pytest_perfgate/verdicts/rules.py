@@ -13,6 +13,7 @@ from ..config import statistics
 from ..config.metrics import lookup, slo_names
 from ..config.units import DIMENSION_DEFAULT_UNIT
 from . import bounds as stats
+from .acceptance import accepted_prefix_bounds
 from .samples import Data, Proportion, SampleError, Samples
 
 if TYPE_CHECKING:
@@ -111,8 +112,32 @@ def censored(gate: Gate, d: Data) -> int:
     return d.requests.failed
 
 
-def proportion_bounds(d: Proportion, c: float) -> tuple[stats.Bounds, str]:
-    """Bounds of a proportion and the note saying what they assume."""
+ACCEPTED_PREFIX_METRICS = ("acceptance_rate",)  # vLLM's counting: accepted up to the first rejection
+
+
+def uncensored_note(gate: Gate, d: Data) -> str:
+    """The rule for failed requests a latency gate cannot count as over its limit (a mean, or a
+    ``min`` gate): they are not in the statistic (their values are unknown) and count against the
+    error budget only; the note says how many, never dropping them unmentioned. "" when none failed
+    or the gate censors them (:func:`censored`)."""
+    m = lookup(gate.metric)
+    if (not isinstance(d, Samples) or d.requests is None or not d.requests.failed or gate.compare
+            or m is None or m.name not in CENSORED_METRICS or censored(gate, d)):
+        return ""
+    k = d.requests.failed
+    return (f"{k} failed request(s) not in the {gate.statistic.text} (their {gate.metric} is unknown; "
+            "they count against the error budget, max_error_rate; a max pNN gate counts them as over its limit)")
+
+
+def proportion_bounds(d: Proportion, c: float, metric: str = "") -> tuple[stats.Bounds, str]:
+    """Bounds of a proportion and the note saying what they assume; ``metric`` an accepted-prefix
+    count (draft acceptance) with per-request clusters: :mod:`acceptance`'s test-inverted bound."""
+    if d.clustered and metric in ACCEPTED_PREFIX_METRICS and d.cluster_unit == "request":
+        cs, ct = d.clusters()
+        g = int(np.count_nonzero(ct))
+        b = accepted_prefix_bounds(cs, ct, c)
+        note = f"{d.successes}/{d.trials} in {g} request clusters (requests independent; {b.method})"
+        return b, note + (f"; {b.warning}" if b.warning else "")
     if d.clustered:
         cs, ct = d.clusters()
         g = int(np.count_nonzero(ct))

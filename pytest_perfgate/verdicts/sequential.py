@@ -51,6 +51,9 @@ class SequentialResult:
     per_look_confidence: float  # of the pass decision (the fail side: ``plan.c_fail``)
     plan: LookPlan | None = None
     seconds: float = 0.0  # time the draws took (the measured rate of an inconclusive verdict's cost)
+    # proportion draws: the pooled proportion with its clusters (what the bound used: a baseline
+    # comparison and ``perfgate evaluate`` of the stored file need it, not the one pooled fraction)
+    pooled: Proportion | None = None
 
     def cost_to_decide(self) -> str:
         """``projected cost to decide: 1,340 more samples, about 2,010 s at the measured 1.5 s a sample``
@@ -240,7 +243,7 @@ def _proportions(
     if verdict is None:
         verdict = evaluate(gate, pooled, confidence=c_look, thresholds=thresholds)
     return SequentialResult(verdict, Samples(np.asarray([succ / trials if trials else 0.0]), _pct(), gate.name),
-                            draws, stopped, c_look)
+                            draws, stopped, c_look, pooled=pooled)
 
 
 def _pct() -> Unit:

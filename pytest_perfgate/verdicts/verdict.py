@@ -22,7 +22,7 @@ from . import wording as text
 from .comparison import evaluate_compare
 from .methods import Estimate, comparison_for, method_for
 from .record import NUMBERS, VerdictRecord, nonfinite
-from .rules import check_dimension, data_dimension, display_unit, resolve_confidence, unmeasured_unit
+from .rules import check_dimension, data_dimension, display_unit, resolve_confidence, uncensored_note, unmeasured_unit
 from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, Samples, as_data, pooled_requests
 
 
@@ -270,7 +270,7 @@ def evaluate(
         counts = request_counts(data)
         if counts is not None and counts.failed and counts_requests(gate):  # the error-rate gate names the causes
             v = v.noted(counts.listed(3))
-        v = v.noted(*getattr(d, "notes", ()))  # e.g. lengths not forced
+        v = v.noted(*getattr(d, "notes", ()), uncensored_note(gate, d))  # e.g. lengths not forced, failures out of a mean
     return _finish(gate, v, _fallback_info(gate, thresholds))
 
 

@@ -82,3 +82,12 @@ def test_dialogue_and_math_sets(tok: Any) -> None:
 def test_bad_arguments(tok: Any) -> None:
     with pytest.raises(ValueError):
         prompts.exact_length_prompts(tok, 0, 3)
+
+
+def test_warmup_prompts_have_the_measured_shape(tok: Any) -> None:
+    """Warm-ups of 500-token measured prompts are 500 tokens (the prefill path of that length is the
+    one warmed, docs/statistics.md#warm-up), with their own content and the measured output length."""
+    measured = prompts.exact_length_prompts(tok, 500, 2, seed=1, corpus=CORPUS, tag="m", max_tokens=9)
+    warm = prompts.warmup_prompts(measured, 3, tok)
+    assert [w.prompt_tokens for w in warm] == [500, 500, 500] and all(w.max_tokens == 9 for w in warm)
+    assert not {str(w.prompt) for w in warm} & {str(m.prompt) for m in measured}

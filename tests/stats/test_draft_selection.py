@@ -46,15 +46,16 @@ def test_best_of_k_drafts_at_the_boundary(k: int, requests: int) -> None:
 
 
 def test_best_of_power() -> None:
-    """One candidate at 90% (the other at 60%), 16 requests (one run of the suite's two prompt sets):
-    the pick passes >= 90% (at 85% it is 79%: one run of 16 clustered requests is the limit)."""
+    """One candidate at 90% (the other at 60%), 32 requests (two runs of the suite's two prompt sets):
+    the pick passes >= 90% (94.0%). With the accepted-prefix bound's skewness guard withholding a side
+    (before its stricter fallback side) 16 requests passed 78.8%, 24 88.8%: rates near 1 skew the residuals."""
     rng = np.random.default_rng(77)
     g = TH.gate("draft_acceptance")
     ok = 0
     for _ in range(1000):
-        cands = {"a": _acceptance(rng, 16, 0.90), "b": _acceptance(rng, 16, 0.60)}
+        cands = {"a": _acceptance(rng, 32, 0.90), "b": _acceptance(rng, 32, 0.60)}
         pick, v = best_of(cands, g, thresholds=TH)
         ok += pick == "a" and v.outcome == "pass"
-    print(f"POWER best of 2 drafts (90% vs 60%), 16 requests: {ok / 1000:.3f}")
+    print(f"POWER best of 2 drafts (90% vs 60%), 32 requests: {ok / 1000:.3f}")
     assert ok / 1000 >= 0.9
     assert "best of 2 candidates" in v.note

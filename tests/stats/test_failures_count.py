@@ -174,3 +174,18 @@ def test_power_with_failures_counted(th: Thresholds) -> None:
     power = _pass_rate(th, x, drop=False)
     print(f"POWER censored P99 at 0.5x, 0.1% failed, n = 1000: {power:.3f}")
     assert power >= 0.9
+
+
+def test_mean_gate_names_the_failures_it_cannot_count() -> None:
+    """A ``mean`` latency gate (issue 22 item 5): failed requests are not in the mean (their value is
+    unknown, and a mean has no bound with an unknown value in it), count against the error budget,
+    and the verdict says how many; beyond the budget the verdict is an error."""
+    doc: dict[str, Any] = {"phases": {"p": {}}, "gates": {
+        "mean_ttft": {"phase": "p", "metric": "ttft", "statistic": "mean", "max": "150 ms", "max_error_rate": 0.05},
+        "mean_strict": {"phase": "p", "metric": "ttft", "statistic": "mean", "max": "150 ms"}}}
+    th = parse_thresholds(doc, Path("mean.toml"))
+    s = Perfgate.samples(list(np.random.default_rng(1).gamma(20, 0.005, 100)), "s", failed=3)
+    v = evaluate(th.gate("mean_ttft"), s, thresholds=th)
+    assert v.outcome == "pass" and v.n == 100
+    assert "3 failed request(s) not in the mean (their ttft is unknown; they count against the error budget" in v.note
+    assert evaluate(th.gate("mean_strict"), s, thresholds=th).outcome == "error"

@@ -17,6 +17,7 @@ from simhelp import assert_rate
 from pytest_perfgate import evaluate, make_proportion, make_samples
 from pytest_perfgate.config import Thresholds
 from pytest_perfgate.verdicts import bounds as stats
+from pytest_perfgate.verdicts.acceptance import accepted_prefix_bounds
 
 C = 0.95
 TRIALS = 1000
@@ -95,7 +96,8 @@ def test_clustered_acceptance_false_pass(th: Thresholds, rho: float, g: int) -> 
     gate = th.gate("acceptance")
     for i in range(TRIALS):
         s, m = _requests(rng, g, rho)
-        out = _decide_min(stats.cluster_proportion_bounds(s.astype(float), m.astype(float), C), 0.7)
+        # the acceptance gate's bound (verdicts/acceptance.py: the accepted-prefix, test-inverted one)
+        out = _decide_min(accepted_prefix_bounds(s.astype(float), m.astype(float), C), 0.7)
         if i < 30:
             assert evaluate(gate, make_proportion(s, m), thresholds=th).outcome == out
         passes += out == "pass"
