@@ -87,7 +87,9 @@ class Verdict:
         if self.floor_multiple is not None:
             parts.append(f"threshold {self.floor_multiple:.3g}x {self.floor_kind or 'floor'}")
         if self.efficiency is not None:
-            parts.append(f"{self.efficiency_kind} {self.efficiency * 100:.3g}%")
+            over = (" (above 100%: the peak was probed while the machine was busier than during this run, "
+                    "so the floor is an overestimate)") if self.efficiency > 1 else ""
+            parts.append(f"{self.efficiency_kind} {self.efficiency * 100:.3g}%{over}")
         return "; ".join(parts)
 
     @property

@@ -105,7 +105,10 @@ def test_phase1_passing_thresholds(pytester: pytest.Pytester) -> None:
     assert "stopping engine 'baseline' before starting 'speculative'" in out
     # physical floors on this machine (floors/, issue #16): prefill-bound TTFT reports MFU, decode MBU
     ttft, tpot = by_gate["long_context_ttft"], by_gate["baseline_tpot_p50"]
-    assert ttft["efficiency_kind"] == "MFU" and 0 < ttft["efficiency"] <= 1 and ttft["floor"] > 0
+    # MFU > 0; it may exceed 1 on a busy machine (the peak probe and the run see different load), which
+    # the verdict then says: comparing two wall-clock measurements of a shared machine is not a test (issue 25)
+    assert ttft["efficiency_kind"] == "MFU" and ttft["efficiency"] > 0 and ttft["floor"] > 0
+    assert ttft["efficiency"] <= 1 or "above 100%" in ttft["summary"]
     assert ttft["floor_multiple"] == pytest.approx(120.0 / ttft["floor"])
     assert tpot["efficiency_kind"] == "MBU" and tpot["efficiency"] > 0 and "MBU" in tpot["summary"]
 
