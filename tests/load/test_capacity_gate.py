@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ C = 0.95
 MS = 1_000_000
 
 
-def _th(gates: dict[str, dict[str, object]]):  # type: ignore[no-untyped-def]
+def _th(gates: Mapping[str, Mapping[str, object]]):  # type: ignore[no-untyped-def]
     doc = {"phases": {"phase1": {}}, "gates": gates}
     return parse_thresholds(doc, Path("thresholds.toml"))
 
