@@ -23,19 +23,27 @@ from pytest_perfgate import Engines, LoadConfig, Perfgate, Request, RunResult, v
 pytestmark = pytest.mark.phase2
 
 
-def pipeline(perfgate_engines: Engines, role: str, phase2: vision.Phase2) -> str:
+RETUNE = "phase1_retune"  # phase 1's batch re-tune (test_phase1_retune.py): its chosen arguments are our input
+
+
+def pipeline(perfgate: Perfgate, perfgate_engines: Engines, role: str, phase2: vision.Phase2) -> str:
     """The engine of pipeline ``role`` ("quantized" / "fp16"): ``[params.phase2] <role>`` names an
-    engine of thresholds.toml; without it, the embedded tiny LLaVA on transformers (vision tower
-    quantized with ``vision_quant`` for "quantized", the reference dtype for "fp16")."""
-    return phase2.engine(role) or perfgate_engines.declare(f"vlm_{role}", "transformers-vlm",
-                                                           **phase2.embedded_pipeline(role))
+    engine of thresholds.toml (a vLLM one runs with the batch size phase 1's re-tune chose, when it
+    chose one); without it, the embedded tiny LLaVA on transformers (vision tower quantized with
+    ``vision_quant`` for "quantized", the reference dtype for "fp16")."""
+    named = phase2.engine(role)
+    if named:
+        retune = perfgate.decision(RETUNE) if RETUNE in perfgate.thresholds.phases else None
+        return perfgate_engines.retuned(named, retune)
+    return perfgate_engines.declare(f"vlm_{role}", "transformers-vlm", **phase2.embedded_pipeline(role))
 
 
-def run_pipeline(perfgate_engines: Engines, role: str, phase2: vision.Phase2, reqs: list[Request]) -> RunResult:
+def run_pipeline(perfgate: Perfgate, perfgate_engines: Engines, role: str, phase2: vision.Phase2,
+                 reqs: list[Request]) -> RunResult:
     """The requests through pipeline ``role``, kept as ``phase2_<role>``; ``warmup`` requests of the same
     shape first, never gated (docs/statistics.md#warm-up)."""
     cfg = LoadConfig(mode="sequential", num_requests=len(reqs), max_seconds=phase2.max_seconds, warmup=phase2.warmup)
-    return perfgate_engines.run(pipeline(perfgate_engines, role, phase2), reqs, cfg, keep_as=f"phase2_{role}")
+    return perfgate_engines.run(pipeline(perfgate, perfgate_engines, role, phase2), reqs, cfg, keep_as=f"phase2_{role}")
 
 
 # ------------------------------------------------------------------ 0. under which phase-1 outcome
@@ -110,7 +118,7 @@ def test_pipeline_peak_memory_gpu(perfgate: Perfgate, encoders: vision.VisionSet
 def test_multimodal_throughput(perfgate: Perfgate, perfgate_engines: Engines, encoders: vision.VisionSetup,
                                phase2: vision.Phase2) -> None:
     reqs = vision.multimodal_requests(encoders, phase2.requests, phase2.max_tokens)
-    q = run_pipeline(perfgate_engines, "quantized", phase2, reqs)
+    q = run_pipeline(perfgate, perfgate_engines, "quantized", phase2, reqs)
     assert q.successful and all((r.output_tokens or 0) > 0 for r in q.successful), "no tokens came back"
     key = "perfgate:vision_encoder_seconds"
     if key in q.counters_after:  # the engine reports its vision tower's own time
@@ -121,6 +129,6 @@ def test_multimodal_throughput(perfgate: Perfgate, perfgate_engines: Engines, en
     perfgate.note("output tok/s per request (quantized): " + ", ".join(f"{v:.1f}" for v in per_request))
     tput = perfgate.evaluate(q, gate="multimodal_throughput")
     perfgate.evaluate(q, gate="multimodal_ttft")
-    fp = run_pipeline(perfgate_engines, "fp16", phase2, reqs)
+    fp = run_pipeline(perfgate, perfgate_engines, "fp16", phase2, reqs)
     perfgate.evaluate((q, fp), gate="multimodal_vs_fp16_throughput")
     perfgate.raise_for(tput)

@@ -22,6 +22,6 @@ def test_fp16_pipeline(perfgate: Perfgate, perfgate_engines: Engines, encoders: 
     else:  # the throughput test did not run (or stopped before the FP16 pipeline)
         reqs = (perfgate.runs.requests("phase2_quantized") if "phase2_quantized" in perfgate.runs
                 else vision.multimodal_requests(encoders, phase2.requests, phase2.max_tokens))
-        run = run_pipeline(perfgate_engines, "fp16", phase2, reqs)
+        run = run_pipeline(perfgate, perfgate_engines, "fp16", phase2, reqs)
     assert run.successful and all((r.output_tokens or 0) > 0 for r in run.successful), "the FP16 pipeline produced no tokens"
     perfgate.check(run, gate="fp16_pipeline_throughput")

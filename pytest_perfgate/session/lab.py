@@ -90,6 +90,19 @@ class Engines:
         self._specs[name] = new
         return name
 
+    def retuned(self, name: str, decision: Mapping[str, Any] | None, gate: str = "batch_retune_capacity") -> str:
+        """Engine ``name`` with the batch arguments (``max_num_seqs``, ``max_num_batched_tokens``) that
+        a passing re-tune recorded in ``decision`` (phase 1's re-tune step, gate ``gate``:
+        load/retune.py), as variant ``<name>-retuned``, when ``name`` is a vLLM engine; else ``name``
+        itself (nothing recorded or passed, or an engine those arguments don't apply to)."""
+        from ..engines.registry import VLLM_KINDS
+        from ..load.retune import retuned_args
+
+        args = retuned_args(decision, gate)
+        if not args or self.spec(name).kind not in VLLM_KINDS:
+            return name
+        return self.variant(name, f"{name}-retuned", **args)
+
     def declare(self, name: str, kind: str, **args: Any) -> str:
         """Declare engine ``name`` of ``kind`` (an engine kind of the registry, e.g.
         ``"transformers-vlm"``) with ``args``, for an engine a suite builds itself (phase 2's
