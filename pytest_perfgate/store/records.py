@@ -92,11 +92,22 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
     return line
 
 
+def _sweep_runs(x: Any) -> list[Any]:
+    """A load sweep's level runs (a capacity gate's data), in level order; [] for other data."""
+    from ..load.sweep import Sweep
+
+    return [x.results[level] for level in sorted(x.results)] if isinstance(x, Sweep) else []
+
+
 def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dict[str, Any]:
+    from ..load.sweep import Sweep
     from ..verdicts.samples import Proportion, Samples, as_data
 
     if id(d) in run_index:
         return {"kind": "data", "part": part, "type": "run", "run": run_index[id(d)]}
+    if isinstance(d, Sweep):  # every level's run is kept: re-evaluation reruns the capacity search on them
+        return {"kind": "data", "part": part, "type": "sweep", "sweep_kind": d.kind,
+                "levels": [[float(level), run_index[id(d.results[level])]] for level in sorted(d.results)]}
     if not isinstance(d, (Samples, Proportion)):
         d = as_data(d, metric)
     if isinstance(d, Proportion):
@@ -139,7 +150,7 @@ def write(
     parts = parts_of(gate, data)
     runs: list[Any] = []
     run_index: dict[int, int] = {}
-    for x in [*parts, *extra_runs]:
+    for x in [*parts, *(r for p in parts for r in _sweep_runs(p)), *extra_runs]:
         if _is_run(x) and id(x) not in run_index:
             run_index[id(x)] = len(runs)
             runs.append(x)
@@ -219,6 +230,11 @@ def load(path: Path) -> Stored:
             t = obj.get("type")
             if t == "run":
                 parts[int(obj["part"])] = runs[int(obj["run"])]
+            elif t == "sweep":
+                from ..load.sweep import Sweep
+
+                parts[int(obj["part"])] = Sweep(str(obj["sweep_kind"]),
+                                                {float(lv): runs[int(i)] for lv, i in obj["levels"]})
             elif t == "proportion":
                 known = {f.name for f in dataclasses.fields(Proportion)}
                 kw = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)

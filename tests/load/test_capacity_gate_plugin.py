@@ -5,8 +5,12 @@ no engine)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
+
+from pytest_perfgate.runtime.timeouts import scaled
 
 THRESHOLDS = """
 [perfgate]
@@ -67,3 +71,10 @@ def test_a_capacity_gate_through_pytest(pytester: pytest.Pytester) -> None:
     assert [p["level"] for p in v["curve"]] == [1.0, 2.0, 4.0] and v["details"]["knee"] == 2.0
     html = (out / "report.html").read_text()
     assert "latency vs load" in html and "Pareto front" in html
+    # the stored data keeps every level's run: `perfgate evaluate` reruns the capacity search on them
+    ev = subprocess.run([sys.executable, "-m", "pytest_perfgate.cli", "evaluate", "latest", "serve_capacity",
+                         "--results", str(out), "--json"], capture_output=True, text=True, cwd=pytester.path,
+                        timeout=scaled(120))
+    got = json.loads(ev.stdout)
+    assert ev.returncode == 0 and got["matches"] is True, ev.stderr
+    assert got["verdict"]["observed"] == 2.0 and got["verdict"]["details"]["knee"] == 2.0
