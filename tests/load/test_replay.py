@@ -8,15 +8,12 @@ machine: printed (the send-lag P99), bounded only by a generous liveness limit.
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from scripted_process import ground_truth, scripted_server_process
 
 from pytest_perfgate.contract import Request
 from pytest_perfgate.engines.openai import OpenAIEngine
@@ -31,24 +28,8 @@ LIVENESS_S = 2.0  # a send this late means the replay loop is broken, not that t
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_perfgate.calib.scripted_server", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert "scripted server on" in line, line
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def _truth(url: str) -> dict[str, dict]:
-    with urllib.request.urlopen(url + "/ground_truth", timeout=10) as r:
-        return {t["client_id"]: t for t in json.loads(r.read())["requests"] if t["client_id"]}
+    with scripted_server_process() as url:
+        yield url
 
 
 def _trace(n: int, tag: str) -> list[Request]:
@@ -66,7 +47,7 @@ def test_a_trace_replays_at_its_offsets(server_url: str, scale: float) -> None:
     try:
         reqs = _trace(40, f"s{scale}-")
         res = run_load(eng, reqs, LoadConfig(mode="trace", time_scale=scale))
-        gt = _truth(server_url)
+        gt = ground_truth(server_url)
         lags = []
         for rec, req in zip(res.records, reqs, strict=True):
             assert rec.ok, rec.error

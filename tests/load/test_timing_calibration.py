@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from scripted_process import ground_truth, scripted_server_process
 
 from pytest_perfgate import contract
 from pytest_perfgate.contract import Request, RequestRecord
@@ -40,24 +38,8 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="cross-process p
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     assert "CLOCK_MONOTONIC" in time.get_clock_info("perf_counter").implementation
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_perfgate.calib.scripted_server", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert "scripted server on" in line, line
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def truth(url: str) -> dict[str, dict]:
-    with urllib.request.urlopen(url + "/ground_truth", timeout=10) as r:
-        return {t["client_id"]: t for t in json.loads(r.read())["requests"] if t["client_id"]}
+    with scripted_server_process() as url:
+        yield url
 
 
 @pytest.mark.parametrize("transport", ["raw", "aiohttp"])
@@ -79,7 +61,7 @@ def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) 
             await asyncio.gather(*(eng.generate(r, rec, time.perf_counter_ns) for r, rec in zip(reqs, recs, strict=True)))
 
         contract.run_sync(go())
-        gt = truth(server_url)
+        gt = ground_truth(server_url)
         errors = []
         for k, rec in enumerate(recs):
             assert rec.ok, rec.error
@@ -106,7 +88,7 @@ def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None
         reqs = [Request(prompt="x", max_tokens=5, extra={"perfgate": {"id": f"p{k}", "ttft": 0.002, "itl": 0.002}})
                 for k in range(30)]
         res = run_load(eng, reqs, LoadConfig(mode="poisson", rate=200.0, num_requests=30, seed=3))
-        gt = truth(server_url)
+        gt = ground_truth(server_url)
         for rec in res.records:
             assert rec.ok, rec.error
             # the send stamp follows any connection setup, which is recorded apart (connect_ns)
