@@ -17,44 +17,11 @@ from collections.abc import Iterator
 import pytest
 from junitparser import Error, Failure, JUnitXml, Properties
 from reliability_helpers import closed_port, tiny_server_args
+from slo_gates import SLO_GATES
 
 from pytest_perfgate.runtime.timeouts import scaled
 
 pytest_plugins = ["pytester"]
-
-SLO_GATES = """
-[phases.slo]
-[gates.ttft_p95]
-phase = "slo"
-metric = "ttft"
-statistic = "p95"
-max = "1500 ms"
-[gates.itl_p99]
-phase = "slo"
-metric = "itl"
-statistic = "p99"
-max = "200 ms"
-[gates.tpot_p99]
-phase = "slo"
-metric = "tpot"
-statistic = "p99"
-max = "100 ms"
-[gates.out_tput]
-phase = "slo"
-metric = "output_throughput"
-statistic = "value"
-min = "10 tok/s"
-[gates.err]
-phase = "slo"
-metric = "error_rate"
-statistic = "rate"
-max = "1%"
-[gates.e2e_p90]
-phase = "slo"
-metric = "e2e"
-statistic = "p90"
-max = "3 s"
-"""
 
 # the metric's own unit and threshold of every latency gate, as each output writes them
 LATENCY = {"ttft_p95": ("ms", "max 1500 ms", "1500"), "itl_p99": ("ms", "max 200 ms", "200"),
