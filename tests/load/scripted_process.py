@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pytest_perfgate.engines.openai import OpenAIEngine
+
 
 @contextmanager
 def scripted_server_process() -> Iterator[str]:
@@ -36,3 +38,15 @@ def ground_truth(url: str) -> dict[str, dict[str, Any]]:
     """The server's own record of each request it served, by the client's request id."""
     with urllib.request.urlopen(url + "/ground_truth", timeout=10) as r:
         return {t["client_id"]: t for t in json.loads(r.read())["requests"] if t["client_id"]}
+
+
+@contextmanager
+def calibration_engine(url: str, **args: Any) -> Iterator[OpenAIEngine]:
+    """A started OpenAI engine on the scripted server at ``url`` (``args`` add to its arguments, e.g.
+    ``transport``), stopped at the end."""
+    eng = OpenAIEngine("cal", {"base_url": url, "model": "scripted", "timeout": 10, **args})
+    eng.start()
+    try:
+        yield eng
+    finally:
+        eng.stop()

@@ -20,11 +20,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from scripted_process import ground_truth, scripted_server_process
+from scripted_process import calibration_engine, ground_truth, scripted_server_process
 
 from pytest_perfgate import contract
 from pytest_perfgate.contract import Request, RequestRecord
-from pytest_perfgate.engines.openai import OpenAIEngine
 from pytest_perfgate.engines.openai.http1 import Connection, Exchange
 from pytest_perfgate.engines.openai.sse import ChunkEvents, decode_events, decode_generic
 from pytest_perfgate.engines.openai.transport import Response
@@ -44,9 +43,7 @@ def server_url() -> Iterator[str]:
 
 @pytest.mark.parametrize("transport", ["raw", "aiohttp"])
 def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) -> None:
-    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10, "transport": transport})
-    eng.start()
-    try:
+    with calibration_engine(server_url, transport=transport) as eng:
         assert eng.info()["transport"] == transport
         n, chunks = 16, 20
         reqs = [Request(prompt="a b c", max_tokens=chunks, api="chat" if k % 2 else "completions",
@@ -77,14 +74,10 @@ def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) 
             assert rec.end_ns >= rec.chunk_ns[-1]
         print(f"{transport}: arrival - send p50 {sorted(errors)[len(errors) // 2] / 1e6:.2f} ms, "
               f"max {max(errors) / 1e6:.2f} ms over {len(errors)} chunks")
-    finally:
-        eng.stop()
 
 
 def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None:
-    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10})
-    eng.start()
-    try:
+    with calibration_engine(server_url) as eng:
         reqs = [Request(prompt="x", max_tokens=5, extra={"perfgate": {"id": f"p{k}", "ttft": 0.002, "itl": 0.002}})
                 for k in range(30)]
         res = run_load(eng, reqs, LoadConfig(mode="poisson", rate=200.0, num_requests=30, seed=3))
@@ -97,8 +90,6 @@ def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None
             assert rec.sent_ns <= t["received_ns"]
             assert len(rec.chunk_ns) == len(t["chunk_ns"]) == 5
             assert all(s <= c for c, s in zip(rec.chunk_ns, t["chunk_ns"], strict=True))
-    finally:
-        eng.stop()
 
 
 def _events(body: bytes, cuts: list[int], times: list[int], bulk: bool) -> tuple[list[tuple[int, bytes]], int | None]:
