@@ -23,7 +23,8 @@ class KVEngine:
     leaves the others waiting, as vLLM v1 does with a full KV cache); fails requests beyond ``ooms``."""
 
     def __init__(self, fits: int, ooms: int | None = None, counter: bool = True, admits: bool = False) -> None:
-        self.fits, self.ooms, self.counter, self.total, self.calls = fits, ooms, counter, 0.0, []
+        self.fits, self.ooms, self.counter, self.total = fits, ooms, counter, 0.0
+        self.calls: list[tuple[int, int]] = []
         self.admits = admits
 
     def __call__(self, reqs: Sequence[Request], cfg: LoadConfig) -> RunResult:
