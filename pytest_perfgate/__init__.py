@@ -18,45 +18,34 @@ Names are imported lazily so that loading the pytest plugin stays fast.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .runtime.lazy import lazy_face
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "load_thresholds": ("config", "load_thresholds"),
-    "ConfigError": ("config", "ConfigError"),
-    "Thresholds": ("config", "Thresholds"),
-    "Gate": ("config", "Gate"),
-    "evaluate": ("verdicts.verdict", "evaluate"),
-    "Verdict": ("verdicts.verdict", "Verdict"),
-    "GateFailure": ("verdicts.failures", "GateFailure"),
-    "make_samples": ("verdicts.samples", "make_samples"),
-    "Samples": ("verdicts.samples", "Samples"),
-    "Proportion": ("verdicts.samples", "Proportion"),
-    "make_proportion": ("verdicts.samples", "make_proportion"),
-    "SampleError": ("verdicts.samples", "SampleError"),
-    "sample_until_decided": ("verdicts.sequential", "sample_until_decided"),
-    "decision": ("store.decisions", "decision"),
+__all__, __getattr__, __dir__ = lazy_face(__name__, {
+    "config": ("load_thresholds", "ConfigError", "Thresholds", "Gate"),
+    "verdicts.verdict": ("evaluate", "Verdict"),
+    "verdicts.failures": ("GateFailure",),
+    "verdicts.samples": ("make_samples", "Samples", "Proportion", "make_proportion", "SampleError", "pool"),
+    "verdicts.sequential": ("sample_until_decided",),
+    "store.decisions": ("decision",),
     # writing a gate suite (the pytest fixtures' types, load, prompts, typed workload parameters)
-    "Perfgate": ("session.perfgate", "Perfgate"),
-    "Engines": ("session.lab", "Engines"),
-    "Runs": ("session.runs", "Runs"),
-    "RunResult": ("load.result", "RunResult"),
-    "LoadConfig": ("load.schedule", "LoadConfig"),
-    "Request": ("contract", "Request"),
-    "Engine": ("contract", "Engine"),
-    "EngineError": ("contract", "EngineError"),
-    "pool": ("verdicts.samples", "pool"),
-    "workload": ("config.params", "workload"),
-    "traces": ("load.traces", ""),  # the module: traces.load(path, tokenizer=None, format=None)
-    "prompts": ("load.prompts", ""),  # the module: prompts.exact_length_prompts(...), prompts.math_prompts(...)
-    # the feature packages' public faces (modules whose names load lazily)
-    "vision": ("vision", ""),  # phase 2: vision.Phase2, vision.setup(...), vision.run_path(...), ...
-    "memory": ("memory", ""),  # memory gates: memory.MemoryParams, memory.sweep(...), memory.churn(...), ...
-    "distributed": ("distributed", ""),  # phase 3: distributed.Phase3Params, distributed.measure(...), ...
-}
-
-__all__ = sorted(_LAZY)
+    "session.perfgate": ("Perfgate",),
+    "session.lab": ("Engines",),
+    "session.runs": ("Runs",),
+    "load.result": ("RunResult",),
+    "load.schedule": ("LoadConfig",),
+    "contract": ("Request", "Engine", "EngineError"),
+    "config.params": ("workload",),
+    # modules: traces.load(path, tokenizer=None, format=None); prompts.exact_length_prompts(...), prompts.math_prompts(...)
+    "load": ("traces", "prompts"),
+    # the feature packages' public faces (modules whose names load lazily): phase 2 vision.Phase2,
+    # vision.setup(...), vision.run_path(...); memory.MemoryParams, memory.sweep(...), memory.churn(...);
+    # phase 3 distributed.Phase3Params, distributed.measure(...)
+    "": ("vision", "memory", "distributed"),
+})
 
 if TYPE_CHECKING:  # "X as X": re-exported for type checkers (mypy strict reads no dynamic __all__)  # pragma: no cover
     from . import distributed as distributed
@@ -88,13 +77,3 @@ if TYPE_CHECKING:  # "X as X": re-exported for type checkers (mypy strict reads 
     from .verdicts.sequential import sample_until_decided as sample_until_decided
     from .verdicts.verdict import Verdict as Verdict
     from .verdicts.verdict import evaluate as evaluate
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        module = importlib.import_module(f".{mod}", __name__)
-        return getattr(module, attr) if attr else module
-    raise AttributeError(f"module 'pytest_perfgate' has no attribute {name!r}")

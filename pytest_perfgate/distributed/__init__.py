@@ -17,28 +17,19 @@ The public face (``from pytest_perfgate import distributed``; names load lazily)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "Phase3Params": ("phase3", "Phase3Params"),
-    "Results": ("phase3", "Results"),
-    "measure": ("phase3", "measure"),
-    "measure_netns": ("phase3", "measure_netns"),
-    "local_backend": ("phase3", "local_backend"),
-    "phase2_line": ("phase3", "phase2_line"),
-    "size_label": ("phase3", "size_label"),
-    "size_note": ("phase3", "size_note"),
-    "BenchSpec": ("bench", "BenchSpec"),
-    "SizeResult": ("bench", "SizeResult"),
-    "RankEnv": ("ranks", "RankEnv"),
-    "unavailable_reason": ("netns", "unavailable_reason"),
-    "per_token_times": ("pertoken", "per_token_times"),
-    "PerToken": ("pertoken", "PerToken"),
-    "run_sweep": ("tuning", "run_sweep"),
-    "CommConfig": ("tuning", "CommConfig"),
-}
+from ..runtime.lazy import lazy_face
 
-__all__ = sorted(_LAZY)
+__all__, __getattr__, __dir__ = lazy_face(__name__, {
+    "phase3": ("Phase3Params", "Results", "measure", "measure_netns", "local_backend", "phase2_line", "size_label",
+               "size_note"),
+    "bench": ("BenchSpec", "SizeResult"),
+    "ranks": ("RankEnv",),
+    "netns": ("unavailable_reason",),
+    "pertoken": ("per_token_times", "PerToken"),
+    "tuning": ("run_sweep", "CommConfig"),
+})
 
 if TYPE_CHECKING:  # pragma: no cover
     from .bench import BenchSpec as BenchSpec
@@ -57,12 +48,3 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ranks import RankEnv as RankEnv
     from .tuning import CommConfig as CommConfig
     from .tuning import run_sweep as run_sweep
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(f".{mod}", __name__), attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

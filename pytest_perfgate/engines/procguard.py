@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -91,28 +91,26 @@ def _pids() -> list[int]:
         return []
 
 
+def _proc_files(name: str) -> Iterator[tuple[int, bytes]]:
+    """(pid, the bytes of ``/proc/PID/NAME``) of every process, those gone (or unreadable) left out."""
+    for pid in _pids():
+        try:
+            data = Path(f"/proc/{pid}/{name}").read_bytes()
+        except OSError:
+            continue
+        yield pid, data
+
+
 def tagged(server_id: str) -> list[int]:
     """Live processes whose environment carries ``PERFGATE_SERVER_ID=server_id``."""
     needle = f"{SERVER_ID_ENV}={server_id}".encode()
-    out = []
-    for pid in _pids():
-        try:
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in env.split(b"\0") and start_time(pid) is not None:
-            out.append(pid)
-    return out
+    return [pid for pid, env in _proc_files("environ") if needle in env.split(b"\0") and start_time(pid) is not None]
 
 
 def group_members(pgid: int) -> list[int]:
     """Live processes in process group ``pgid``."""
     out = []
-    for pid in _pids():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-        except OSError:
-            continue
+    for pid, stat in _proc_files("stat"):
         fields = stat[stat.rfind(b")") + 2 :].split()
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
             out.append(pid)

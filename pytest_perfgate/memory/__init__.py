@@ -12,24 +12,19 @@ The public face (``from pytest_perfgate import memory``; names load lazily): :cl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "MemoryParams": ("params", "MemoryParams"),
-    "cuda_unavailable": ("probe", "cuda_unavailable"),
-    "Pattern": ("workload", "Pattern"),
-    "churn": ("workload", "churn"),
-    "torch_alloc": ("workload", "torch_alloc"),
-    "run_child": ("sweep", "run_child"),
-    "SweepResult": ("sweep", "SweepResult"),
-    "Setting": ("sweep", "Setting"),
-    "MemoryReport": ("stats", "MemoryReport"),
-    "definitions_note": ("stats", "definitions_note"),
-    "gate_definition": ("gates", "gate_definition"),
-    "MemoryGates": ("fixture", "MemoryGates"),
-}
+from ..runtime.lazy import lazy_face
 
-__all__ = sorted(_LAZY)
+__all__, __getattr__, __dir__ = lazy_face(__name__, {
+    "params": ("MemoryParams",),
+    "probe": ("cuda_unavailable",),
+    "workload": ("Pattern", "churn", "torch_alloc"),
+    "sweep": ("run_child", "SweepResult", "Setting"),
+    "stats": ("MemoryReport", "definitions_note"),
+    "gates": ("gate_definition",),
+    "fixture": ("MemoryGates",),
+})
 
 if TYPE_CHECKING:  # pragma: no cover
     from .fixture import MemoryGates as MemoryGates
@@ -44,12 +39,3 @@ if TYPE_CHECKING:  # pragma: no cover
     from .workload import Pattern as Pattern
     from .workload import churn as churn
     from .workload import torch_alloc as torch_alloc
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(f".{mod}", __name__), attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,25 +20,18 @@ Heavy imports (torch, PIL, matplotlib, transformers, torchao) happen inside the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "Phase2": ("params", "Phase2"),
-    "VisionSetup": ("suite", "VisionSetup"),
-    "PathResult": ("suite", "PathResult"),
-    "device": ("suite", "device"),
-    "setup": ("suite", "setup"),
-    "run_path": ("suite", "run_path"),
-    "reference_result": ("suite", "reference_result"),
-    "side_by_side": ("suite", "side_by_side"),
-    "multimodal_requests": ("suite", "multimodal_requests"),
-    "QualityReport": ("quality", "QualityReport"),
-    "freed_kv_tokens": ("memory", "freed_kv_tokens"),
-    "kv_cost": ("memory", "kv_cost"),
-    "pipeline_peak_bytes": ("gpu_check", "pipeline_peak_bytes"),
-}
+from ..runtime.lazy import lazy_face
 
-__all__ = sorted(_LAZY)
+__all__, __getattr__, __dir__ = lazy_face(__name__, {
+    "params": ("Phase2",),
+    "suite": ("VisionSetup", "PathResult", "device", "setup", "run_path", "reference_result", "side_by_side",
+              "multimodal_requests"),
+    "quality": ("QualityReport",),
+    "memory": ("freed_kv_tokens", "kv_cost"),
+    "gpu_check": ("pipeline_peak_bytes",),
+})
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gpu_check import pipeline_peak_bytes as pipeline_peak_bytes
@@ -54,12 +47,3 @@ if TYPE_CHECKING:  # pragma: no cover
     from .suite import run_path as run_path
     from .suite import setup as setup
     from .suite import side_by_side as side_by_side
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(f".{mod}", __name__), attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from slo_gates import SLO_GATES
 
 from pytest_perfgate.config import Thresholds, parse_thresholds
 from pytest_perfgate.contract import RequestRecord
@@ -21,23 +22,7 @@ from pytest_perfgate.verdicts.failures import GateFailure
 from pytest_perfgate.verdicts.samples import RequestCounts, make_samples
 from pytest_perfgate.verdicts.verdict import evaluate
 
-TOML = """
-[phases.slo]
-[gates.ttft_p95]
-phase = "slo"
-metric = "ttft"
-statistic = "p95"
-max = "1500 ms"
-[gates.tput]
-phase = "slo"
-metric = "output_throughput"
-statistic = "value"
-min = "10 tok/s"
-[gates.err]
-phase = "slo"
-metric = "error_rate"
-statistic = "rate"
-max = "1%"
+TOML = SLO_GATES + """
 [gates.lat]
 phase = "slo"
 metric = "ttft"
@@ -81,7 +66,7 @@ def test_errored_gate_keeps_its_unit_and_threshold(th: Thresholds) -> None:
     assert ("12/24 requests failed (12 x HTTP 422 from http://127.0.0.1:8000/v1/completions: "
             "Unexpected fields {'ignore_eos'}); error budget 0%") in v.summary()
     assert "(not gated)" in v.summary()
-    t = evaluate(th.gate("tput"), run, thresholds=th)
+    t = evaluate(th.gate("out_tput"), run, thresholds=th)
     assert t.outcome == "error" and t.unit == "tok/s" and t.fmt(t.threshold) == "10.0 tok/s"
     dead = evaluate(th.gate("ttft_p95"), run_of(0, ["connection refused: 127.0.0.1:8000 ([Errno 111])"] * 3),
                     thresholds=th)
@@ -147,25 +132,25 @@ def test_terminal_notes_name_each_cause_once_and_never_cut(th: Thresholds) -> No
     from pytest_perfgate.plugin.table import gate_table
 
     run = run_of(2, [REJECTED] * 22, url="http://a-very-long-host-name.example.internal:8000")
-    vs = [evaluate(th.gate(g), run, thresholds=th).to_dict() for g in ("ttft_p95", "tput", "err")]
+    vs = [evaluate(th.gate(g), run, thresholds=th).to_dict() for g in ("ttft_p95", "out_tput", "err")]
     lines = gate_table(vs)
     assert all(len(ln) <= 120 for ln in lines)
     notes = [ln for ln in lines if ln.startswith("error ")]
-    assert len(notes) == 1 and notes[0].startswith("error ttft_p95, tput: 22/24 requests failed")
+    assert len(notes) == 1 and notes[0].startswith("error ttft_p95, out_tput: 22/24 requests failed")
     joined = " ".join(" ".join(lines[lines.index(notes[0]):]).split())
     assert "from http://a-very-long-host-name.example.internal:8000/v1/completions: Unexpected fields {'ignore_eos'}" in joined
     rows = {ln.split()[1]: ln for ln in lines if ln.startswith("slo ")}
     assert "max 1500 ms" in rows["ttft_p95"] and "22/24 failed" in rows["ttft_p95"] and "ERROR" in rows["ttft_p95"]
-    assert "min 10.0 tok/s" in rows["tput"] and "FAIL" in rows["err"]
+    assert "min 10.0 tok/s" in rows["out_tput"] and "FAIL" in rows["err"]
 
 
 def test_every_failing_gate_says_why(th: Thresholds) -> None:
     run = run_of(12, [REJECTED] * 12)
     err = evaluate(th.gate("err"), run, thresholds=th)
-    e1, e2 = (evaluate(th.gate(g), run, thresholds=th) for g in ("ttft_p95", "tput"))
+    e1, e2 = (evaluate(th.gate(g), run, thresholds=th) for g in ("ttft_p95", "out_tput"))
     lines = str(GateFailure(err, e1, e2)).splitlines()
     assert lines[0].startswith("gate err: error_rate rate = 50.0%") and lines[1].startswith("-> fallback:")
-    assert lines[2].startswith("gates ttft_p95, tput: ERROR: not evaluated: 12/24 requests failed (12 x HTTP 422 from")
+    assert lines[2].startswith("gates ttft_p95, out_tput: ERROR: not evaluated: 12/24 requests failed (12 x HTTP 422 from")
     assert len(lines) == 3
     from pytest_perfgate.plugin.shortfail import message
 

@@ -7,17 +7,10 @@ the terminal table names each message size of ``allreduce_p99``."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-# imported before pytester's snapshot of sys.modules: an in-process run re-imports what it imports
-# first, and the statistic registry (config/statistics.py, kept) would see its Methods registered twice
-import pytest_perfgate.memory.method  # noqa: F401
-import pytest_perfgate.verdicts.methods  # noqa: F401
-from pytest_perfgate.cli import main
+from stored_sessions import gate_session, phase_verdicts, re_evaluate
 
 THRESHOLDS = """
 [phases.phase3]
@@ -65,26 +58,11 @@ def test_cross_node(perfgate):
 
 
 def _session(pytester: pytest.Pytester, *args: str, shift: float = 0.002) -> pytest.RunResult:
-    pytester.makefile(".toml", thresholds=THRESHOLDS)
-    pytester.makepyfile(test_p3=TESTS)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PG_SHIFT", str(shift))
-        return pytester.runpytest("-p", "no:cacheprovider", *args)
+    return gate_session(pytester, THRESHOLDS, TESTS, {"PG_SHIFT": str(shift)}, *args)
 
 
 def _verdicts(pytester: pytest.Pytester) -> list[dict[str, Any]]:
-    doc = json.loads((pytester.path / "perfgate-results" / "decisions.json").read_text())
-    verdicts: list[dict[str, Any]] = doc["phases"]["phase3"]["verdicts"]
-    return verdicts
-
-
-def _evaluate(capsys: pytest.CaptureFixture[str], results: Path, gate: str) -> dict[str, Any]:
-    capsys.readouterr()
-    main(["history", "--results", str(results), "--json"])
-    run = json.loads(capsys.readouterr().out)["verdicts"][-1]["run_id"]
-    main(["evaluate", run, gate, "--results", str(results), "--json"])
-    got: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return got
+    return phase_verdicts(pytester, "phase3")
 
 
 def test_phase3_verdicts_are_stored_and_re_evaluate(pytester: pytest.Pytester,
@@ -99,7 +77,7 @@ def test_phase3_verdicts_are_stored_and_re_evaluate(pytester: pytest.Pytester,
     cross = next(v for v in vs if v["gate"] == "cross_node_p99_increase")
     assert cross["outcome"] == "pass" and "seeded" in cross["note"]
     for gate in ("cross_node_p99_increase", "allreduce_p99"):
-        got = _evaluate(capsys, pytester.path / "perfgate-results", gate)
+        got = re_evaluate(capsys, pytester.path / "perfgate-results", gate)
         assert got["matches"] is True, got
 
 
@@ -107,7 +85,7 @@ def test_phase3_takes_the_confidence_override(pytester: pytest.Pytester, capsys:
     _session(pytester, "--perfgate-confidence", "0.8").assert_outcomes(passed=2)
     cross = next(v for v in _verdicts(pytester) if v["gate"] == "cross_node_p99_increase")
     assert cross["confidence"] == 0.8
-    got = _evaluate(capsys, pytester.path / "perfgate-results", "cross_node_p99_increase")
+    got = re_evaluate(capsys, pytester.path / "perfgate-results", "cross_node_p99_increase")
     assert got["matches"] is True and got["verdict"]["confidence"] == 0.8
 
 

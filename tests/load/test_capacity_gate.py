@@ -45,7 +45,7 @@ def _th(gates: Mapping[str, Mapping[str, object]]):  # type: ignore[no-untyped-d
     return parse_thresholds(doc, Path("thresholds.toml"))
 
 
-CAPACITY = {"phase": "phase1", "metric": "request_throughput", "statistic": "sustained", "min": "2 req/s",
+CAPACITY: dict[str, object] = {"phase": "phase1", "metric": "request_throughput", "statistic": "sustained", "min": "2 req/s",
             "slo": {"ttft_p99": "2 s", "tpot_p99": "100 ms"}}
 
 
@@ -76,7 +76,7 @@ def test_slo_on_another_gate_is_an_error() -> None:
         _th({"x": {"phase": "phase1", "metric": "ttft", "statistic": "p99", "max": "1 s", "slo": {"ttft": "1 s"}}})
 
 
-MEDIAN = {**CAPACITY, "slo": {"ttft_p50": "2 s", "tpot_p50": "100 ms"}}
+MEDIAN: dict[str, object] = {**CAPACITY, "slo": {"ttft_p50": "2 s", "tpot_p50": "100 ms"}}
 
 
 def _run(sent_s: np.ndarray, ttft_s: np.ndarray, tpot_s: np.ndarray, n_out: int = 4) -> RunResult:

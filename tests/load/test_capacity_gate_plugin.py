@@ -5,9 +5,11 @@ no engine)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
+import mm1_runs
 import pytest
 
 from pytest_perfgate.runtime.timeouts import scaled
@@ -30,37 +32,22 @@ slo = { ttft_p50 = "2 s", tpot_p50 = "100 ms" }
 TEST = """
 import numpy as np
 import pytest
+from mm1_runs import mm1_run
 
-from pytest_perfgate.contract import RequestRecord
-from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.sweep import Sweep
-
-
-def _run(rng, rate, mu, n=400):
-    gaps, serv = rng.exponential(1 / rate, n), rng.exponential(1 / mu, n)
-    sent, w, recs = 0.0, 0.0, []
-    for i in range(n):
-        if i:
-            w = max(0.0, w + serv[i - 1] - gaps[i])
-            sent += gaps[i]
-        t0 = int(sent * 1e9) + 1
-        first = t0 + int((w + serv[i]) * 1e9)
-        chunks = [first + k * 20_000_000 for k in range(4)]
-        recs.append(RequestRecord(index=i, scheduled_ns=t0, sent_ns=t0, chunk_ns=chunks, chunk_tokens=[1] * 4,
-                                  end_ns=chunks[-1], output_tokens=4))
-    return RunResult(records=recs)
 
 
 @pytest.mark.gate("serve_capacity")
 def test_capacity(perfgate):
     rng = np.random.default_rng(5)
-    perfgate.check(Sweep("rate", {r: _run(rng, r, 3.5) for r in (1.0, 2.0, 4.0)}))
+    perfgate.check(Sweep("rate", {r: mm1_run(rng, r, 3.5) for r in (1.0, 2.0, 4.0)}))
 """
 
 
 def test_a_capacity_gate_through_pytest(pytester: pytest.Pytester) -> None:
     pytester.makefile(".toml", thresholds=THRESHOLDS)
     pytester.makepyfile(test_cap=TEST)
+    shutil.copy(mm1_runs.__file__, pytester.path)  # the helper beside the test file (its folder is on sys.path)
     out = pytester.path / "results"
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--perfgate-out={out}", "-W", "error::UserWarning")
     res.assert_outcomes(passed=1)

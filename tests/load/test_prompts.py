@@ -5,30 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tiny_bpe import CORPUS, tiny_bpe
 
 from pytest_perfgate.load import prompts
-
-CORPUS = prompts.FALLBACK_CORPUS * 3
-
-
-def _tokenizer(bos: bool) -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator([CORPUS], trainer)
-    if bos:
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["bos", "nobos"])
 def tok(request: pytest.FixtureRequest) -> Any:
-    return _tokenizer(request.param)
+    return tiny_bpe(request.param)
 
 
 @pytest.mark.parametrize("n", [1, 7, 64, 500])

@@ -8,18 +8,14 @@ machine: printed (the send-lag P99), bounded only by a generous liveness limit.
 
 from __future__ import annotations
 
-import json
-import socket
-import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from scripted_process import calibration_engine, ground_truth, scripted_server_process
 
 from pytest_perfgate.contract import Request
-from pytest_perfgate.engines.openai import OpenAIEngine
 from pytest_perfgate.load.replay import trace_offsets_ns
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig, LoadConfigError
@@ -31,24 +27,8 @@ LIVENESS_S = 2.0  # a send this late means the replay loop is broken, not that t
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_perfgate.calib.scripted_server", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert "scripted server on" in line, line
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def _truth(url: str) -> dict[str, dict]:
-    with urllib.request.urlopen(url + "/ground_truth", timeout=10) as r:
-        return {t["client_id"]: t for t in json.loads(r.read())["requests"] if t["client_id"]}
+    with scripted_server_process() as url:
+        yield url
 
 
 def _trace(n: int, tag: str) -> list[Request]:
@@ -61,12 +41,10 @@ def _trace(n: int, tag: str) -> list[Request]:
 
 @pytest.mark.parametrize("scale", [1.0, 0.5, 2.0])
 def test_a_trace_replays_at_its_offsets(server_url: str, scale: float) -> None:
-    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10})
-    eng.start()
-    try:
+    with calibration_engine(server_url) as eng:
         reqs = _trace(40, f"s{scale}-")
         res = run_load(eng, reqs, LoadConfig(mode="trace", time_scale=scale))
-        gt = _truth(server_url)
+        gt = ground_truth(server_url)
         lags = []
         for rec, req in zip(res.records, reqs, strict=True):
             assert rec.ok, rec.error
@@ -81,14 +59,10 @@ def test_a_trace_replays_at_its_offsets(server_url: str, scale: float) -> None:
         print(f"time_scale {scale}: send lag P50 {np.median(lags) / 1e6:.3f} ms, P99 {p99:.3f} ms, "
               f"max {max(lags) / 1e6:.3f} ms over {len(lags)} requests (loopback, scripted server)")
         assert max(lags) < LIVENESS_S * 1e9
-    finally:
-        eng.stop()
 
 
 def test_turns_wait_for_the_previous_answer(server_url: str) -> None:
-    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10})
-    eng.start()
-    try:
+    with calibration_engine(server_url) as eng:
         # turn 1 of each session is due at once, long before turn 0's 30 ms answer ends
         reqs = []
         for s in range(3):
@@ -104,8 +78,6 @@ def test_turns_wait_for_the_previous_answer(server_url: str) -> None:
                 assert first.ok and second.ok
                 assert first.end_ns is not None and second.sent_ns >= first.end_ns, mode.mode
                 assert second.scheduled_ns is not None and second.scheduled_ns >= first.end_ns
-    finally:
-        eng.stop()
 
 
 def test_trace_mode_needs_arrivals_and_keeps_to_the_trace() -> None:

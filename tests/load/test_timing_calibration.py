@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from scripted_process import calibration_engine, ground_truth, scripted_server_process
 
 from pytest_perfgate import contract
 from pytest_perfgate.contract import Request, RequestRecord
-from pytest_perfgate.engines.openai import OpenAIEngine
 from pytest_perfgate.engines.openai.http1 import Connection, Exchange
 from pytest_perfgate.engines.openai.sse import ChunkEvents, decode_events, decode_generic
 from pytest_perfgate.engines.openai.transport import Response
@@ -40,31 +37,13 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="cross-process p
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     assert "CLOCK_MONOTONIC" in time.get_clock_info("perf_counter").implementation
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_perfgate.calib.scripted_server", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert "scripted server on" in line, line
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def truth(url: str) -> dict[str, dict]:
-    with urllib.request.urlopen(url + "/ground_truth", timeout=10) as r:
-        return {t["client_id"]: t for t in json.loads(r.read())["requests"] if t["client_id"]}
+    with scripted_server_process() as url:
+        yield url
 
 
 @pytest.mark.parametrize("transport", ["raw", "aiohttp"])
 def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) -> None:
-    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10, "transport": transport})
-    eng.start()
-    try:
+    with calibration_engine(server_url, transport=transport) as eng:
         assert eng.info()["transport"] == transport
         n, chunks = 16, 20
         reqs = [Request(prompt="a b c", max_tokens=chunks, api="chat" if k % 2 else "completions",
@@ -79,7 +58,7 @@ def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) 
             await asyncio.gather(*(eng.generate(r, rec, time.perf_counter_ns) for r, rec in zip(reqs, recs, strict=True)))
 
         contract.run_sync(go())
-        gt = truth(server_url)
+        gt = ground_truth(server_url)
         errors = []
         for k, rec in enumerate(recs):
             assert rec.ok, rec.error
@@ -95,18 +74,14 @@ def test_concurrent_streams_match_ground_truth(server_url: str, transport: str) 
             assert rec.end_ns >= rec.chunk_ns[-1]
         print(f"{transport}: arrival - send p50 {sorted(errors)[len(errors) // 2] / 1e6:.2f} ms, "
               f"max {max(errors) / 1e6:.2f} ms over {len(errors)} chunks")
-    finally:
-        eng.stop()
 
 
 def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None:
-    eng = OpenAIEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10})
-    eng.start()
-    try:
+    with calibration_engine(server_url) as eng:
         reqs = [Request(prompt="x", max_tokens=5, extra={"perfgate": {"id": f"p{k}", "ttft": 0.002, "itl": 0.002}})
                 for k in range(30)]
         res = run_load(eng, reqs, LoadConfig(mode="poisson", rate=200.0, num_requests=30, seed=3))
-        gt = truth(server_url)
+        gt = ground_truth(server_url)
         for rec in res.records:
             assert rec.ok, rec.error
             # the send stamp follows any connection setup, which is recorded apart (connect_ns)
@@ -115,8 +90,6 @@ def test_runner_schedule_and_records_match_ground_truth(server_url: str) -> None
             assert rec.sent_ns <= t["received_ns"]
             assert len(rec.chunk_ns) == len(t["chunk_ns"]) == 5
             assert all(s <= c for c, s in zip(rec.chunk_ns, t["chunk_ns"], strict=True))
-    finally:
-        eng.stop()
 
 
 def _events(body: bytes, cuts: list[int], times: list[int], bulk: bool) -> tuple[list[tuple[int, bytes]], int | None]:

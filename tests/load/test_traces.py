@@ -7,27 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_bpe import tiny_bpe
 
 from pytest_perfgate import traces
-from pytest_perfgate.load import prompts
 from pytest_perfgate.load.traces import TraceError
-
-CORPUS = prompts.FALLBACK_CORPUS * 3
 
 
 @pytest.fixture(scope="module")
 def tok() -> Any:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    t = Tokenizer(models.BPE(unk_token="<unk>"))
-    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    t.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    t.train_from_iterator([CORPUS], trainer)
-    t.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=t, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    return tiny_bpe(bos=True)
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:

@@ -13,12 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-# imported before pytester's snapshot of sys.modules (an in-process run re-imports what it imports
-# first; the statistic registry, kept, would see its Methods registered twice)
-import pytest_perfgate.memory.method  # noqa: F401
-import pytest_perfgate.verdicts.methods  # noqa: F401
-from pytest_perfgate.cli import main
+from stored_sessions import gate_session, phase_verdicts, re_evaluate
 
 THRESHOLDS = """
 [phases.memory]
@@ -58,26 +53,15 @@ GOOD = {"default": DEFAULT, "roadmap": [40, 41, 44, 40, 42, 43], "expandable": [
 
 
 def _session(pytester: pytest.Pytester, batches: dict[str, list[int]], *args: str) -> pytest.RunResult:
-    pytester.makefile(".toml", thresholds=THRESHOLDS)
-    pytester.makepyfile(test_mem=TESTS)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PG_BATCHES", json.dumps(batches))
-        return pytester.runpytest("-p", "no:cacheprovider", *args)
+    return gate_session(pytester, THRESHOLDS, TESTS, {"PG_BATCHES": json.dumps(batches)}, *args)
 
 
 def _verdict(pytester: pytest.Pytester) -> dict[str, Any]:
-    doc = json.loads((pytester.path / "perfgate-results" / "decisions.json").read_text())
-    v: dict[str, Any] = doc["phases"]["memory"]["verdicts"][-1]
-    return v
+    return phase_verdicts(pytester, "memory")[-1]
 
 
 def _evaluate(capsys: pytest.CaptureFixture[str], results: Path) -> dict[str, Any]:
-    capsys.readouterr()
-    main(["history", "--results", str(results), "--json"])
-    run = json.loads(capsys.readouterr().out)["verdicts"][-1]["run_id"]
-    main(["evaluate", run, "max_safe_batch_ratio", "--results", str(results), "--json"])
-    got: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return got
+    return re_evaluate(capsys, results, "max_safe_batch_ratio")
 
 
 def test_batch_ratio_is_stored_and_re_evaluates(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from engine_tables import openai_engine
 
 from pytest_perfgate.calib import Script, ScriptedServer
 
@@ -56,13 +57,8 @@ def test_readme_example_runs_and_fails_as_shown(pytester: pytest.Pytester, serve
     (toml,) = blocks("toml", "Ten lines")
     (py,) = blocks("python", "Ten lines")
     tokenizer = make_models().tokenizer
-    pytester.makefile(".toml", thresholds=toml + f"""
-[engines.scripted]
-kind = "openai"
-base_url = "{server.base_url}"
-model = "scripted"
-tokenizer = "{tokenizer}"
-""")
+    pytester.makefile(".toml", thresholds=toml + openai_engine("scripted", server.base_url, "scripted",
+                                                               tokenizer=str(tokenizer)))
     pytester.makepyfile(test_readme=py)
     r = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--perfgate-engine", "scripted")
     r.assert_outcomes(failed=1)

@@ -15,46 +15,14 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from engine_tables import openai_engine
 from junitparser import Error, Failure, JUnitXml, Properties
 from reliability_helpers import closed_port, tiny_server_args
+from slo_gates import SLO_GATES
 
 from pytest_perfgate.runtime.timeouts import scaled
 
 pytest_plugins = ["pytester"]
-
-SLO_GATES = """
-[phases.slo]
-[gates.ttft_p95]
-phase = "slo"
-metric = "ttft"
-statistic = "p95"
-max = "1500 ms"
-[gates.itl_p99]
-phase = "slo"
-metric = "itl"
-statistic = "p99"
-max = "200 ms"
-[gates.tpot_p99]
-phase = "slo"
-metric = "tpot"
-statistic = "p99"
-max = "100 ms"
-[gates.out_tput]
-phase = "slo"
-metric = "output_throughput"
-statistic = "value"
-min = "10 tok/s"
-[gates.err]
-phase = "slo"
-metric = "error_rate"
-statistic = "rate"
-max = "1%"
-[gates.e2e_p90]
-phase = "slo"
-metric = "e2e"
-statistic = "p90"
-max = "3 s"
-"""
 
 # the metric's own unit and threshold of every latency gate, as each output writes them
 LATENCY = {"ttft_p95": ("ms", "max 1500 ms", "1500"), "itl_p99": ("ms", "max 200 ms", "200"),
@@ -171,13 +139,7 @@ def test_scripted_server_killed_mid_run(pytester: pytest.Pytester, monkeypatch: 
                                         victim: tuple[subprocess.Popen[str], str]) -> None:
     proc, url = victim
     monkeypatch.setenv("VICTIM_PID", str(proc.pid))
-    r = run_killed_session(pytester, monkeypatch, f"""
-[engines.srv]
-kind = "openai"
-base_url = "{url}"
-model = "scripted"
-timeout = 5
-""")
+    r = run_killed_session(pytester, monkeypatch, openai_engine("srv", url, "scripted", timeout=5))
     assert proc.wait(timeout=scaled(30)) != 0  # killed
     got = check_outputs(pytester, r, url)
     # nothing measured is lost: the stored data of an errored gate holds every request, and
@@ -204,13 +166,9 @@ def test_vllm_server_killed_mid_run_through_the_plugin(pytester: pytest.Pytester
     eng.start()
     try:
         monkeypatch.setenv("VICTIM_PGID", str(os.getpgid(eng._proc.pid)))
-        r = run_killed_session(pytester, monkeypatch, f"""
-[engines.srv]
-kind = "openai"
-base_url = "{eng.base_url}"
-model = "{eng.served_model_name()}"
-timeout = 60
-""", prompt="tuple(range(10, 42))", prompt_tokens="32")
+        r = run_killed_session(pytester, monkeypatch, openai_engine("srv", str(eng.base_url), eng.served_model_name(),
+                                                                    timeout=60),
+                               prompt="tuple(range(10, 42))", prompt_tokens="32")
     finally:
         eng.stop()  # copes with a dead server
     check_outputs(pytester, r, str(eng.base_url))
@@ -222,13 +180,8 @@ def test_warm_up_says_what_it_does(pytester: pytest.Pytester) -> None:
     from pytest_perfgate.models.make import make_models
 
     with ScriptedServer(Script(ttft=0.001, itl=0.001)) as srv:
-        pytester.makefile(".toml", thresholds=SLO_GATES + f"""
-[engines.srv]
-kind = "openai"
-base_url = "{srv.base_url}"
-model = "scripted"
-tokenizer = "{make_models().tokenizer}"
-""")
+        pytester.makefile(".toml", thresholds=SLO_GATES + openai_engine("srv", srv.base_url, "scripted",
+                                                                         tokenizer=str(make_models().tokenizer)))
         pytester.makepyfile(test_warm="""
             def test_warm(perfgate_engines):
                 perfgate_engines.warm_up("srv", 2)

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mm1_runs import mm1_run
 
 from pytest_perfgate.config import parse_thresholds
-from pytest_perfgate.contract import RequestRecord
-from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.sweep import Sweep
 from pytest_perfgate.store import export
 from pytest_perfgate.verdicts.verdict import evaluate
@@ -27,26 +26,10 @@ GATES = {
 }
 
 
-def _run(rng: np.random.Generator, rate: float, mu: float, n: int = 400) -> RunResult:
-    """An M/M/1 run from empty: TTFT = sojourn, 4 tokens 20 ms apart."""
-    gaps, serv = rng.exponential(1 / rate, n), rng.exponential(1 / mu, n)
-    sent, w, recs = 0.0, 0.0, []
-    for i in range(n):
-        if i:
-            w = max(0.0, w + serv[i - 1] - gaps[i])
-            sent += gaps[i]
-        t0 = int(sent * 1e9) + 1
-        first = t0 + int((w + serv[i]) * 1e9)
-        chunks = [first + k * 20_000_000 for k in range(4)]
-        recs.append(RequestRecord(index=i, scheduled_ns=t0, sent_ns=t0, chunk_ns=chunks, chunk_tokens=[1] * 4,
-                                  end_ns=chunks[-1], output_tokens=4))
-    return RunResult(records=recs)
-
-
 def _verdicts() -> tuple[dict[str, object], dict[str, object]]:
     th = parse_thresholds({"phases": {"phase1": {}}, "gates": GATES}, Path("thresholds.toml"))
     rng = np.random.default_rng(5)
-    sw = Sweep("rate", {r: _run(rng, r, 3.5) for r in (1.0, 2.0, 4.0)})
+    sw = Sweep("rate", {r: mm1_run(rng, r, 3.5) for r in (1.0, 2.0, 4.0)})
     cap = evaluate(th.gate("cap"), sw, thresholds=th).to_dict()
     good = evaluate(th.gate("good"), sw.results[1.0], thresholds=th).to_dict()
     return cap, good
