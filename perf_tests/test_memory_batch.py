@@ -12,47 +12,32 @@ with every probe in the test's notes; runs on any engine (the embedded CPU vLLM 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
-from pytest_perfgate import Engines, Perfgate, Thresholds, prompts, workload
-from pytest_perfgate.memory.engine_batch import search
+from pytest_perfgate import Engines, Perfgate, Request, Thresholds, memory, prompts, workload
 
 pytestmark = pytest.mark.memory
 
 
-@dataclass(frozen=True)
-class MemoryBatch:
-    """``[params.memory_batch]``."""
-
-    kv_blocks: int
-    max_model_len: int
-    prompt_tokens: int
-    max_tokens: int
-    rounds: int = 2
-    cap: int = 32
-    max_seconds: float = 300
-
-
 @pytest.fixture(scope="module")
-def memory_batch(perfgate_thresholds: Thresholds) -> MemoryBatch:
-    return workload(MemoryBatch, perfgate_thresholds, "memory_batch")
+def memory_batch(perfgate_thresholds: Thresholds) -> memory.EngineBatchParams:
+    return workload(memory.EngineBatchParams, perfgate_thresholds, "memory_batch")
 
 
 @pytest.mark.gate("engine_max_safe_concurrency")
-def test_engine_max_safe_batch(perfgate: Perfgate, perfgate_engines: Engines, memory_batch: MemoryBatch) -> None:
+def test_engine_max_safe_batch(perfgate: Perfgate, perfgate_engines: Engines, memory_batch: memory.EngineBatchParams) -> None:
     p = memory_batch
     name = perfgate_engines.variant("baseline", f"baseline-kv{p.kv_blocks}", num_gpu_blocks_override=p.kv_blocks,
                                     max_model_len=p.max_model_len, enable_prefix_caching=False)
     tok = perfgate_engines.tokenizer(name)
     seeds = iter(range(500, 10_000))
 
-    def fresh(k: int) -> list[object]:  # fresh prompts a probe: no probe helped by another's cache
+    def fresh(k: int) -> list[Request]:  # fresh prompts a probe: no probe helped by another's cache
         return list(prompts.exact_length_prompts(tok, p.prompt_tokens, k, seed=next(seeds), tag="max-safe-batch",
                                                  max_tokens=p.max_tokens))
 
-    res = search(lambda reqs, cfg: perfgate_engines.run(name, reqs, cfg), fresh,  # type: ignore[arg-type]
+    res = memory.search(lambda reqs, cfg: perfgate_engines.run(name, reqs, cfg), fresh,
                  cap=p.cap, rounds=p.rounds, max_seconds=p.max_seconds, on_probe=lambda pr: perfgate.note(pr.text()))
     perfgate.note(res.text())
     perfgate.note(json.dumps(res.to_dict()))

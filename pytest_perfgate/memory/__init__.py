@@ -7,7 +7,8 @@ The public face (``from pytest_perfgate import memory``; names load lazily): :cl
 (``[params.memory]``), :func:`cuda_unavailable`, :class:`Pattern`, :func:`churn`,
 :func:`torch_alloc`, :func:`run_child`, :class:`SweepResult`, :class:`Setting`,
 :class:`MemoryReport`, :func:`definitions_note`, :func:`gate_definition`, :class:`MemoryGates` (the
-``perfgate_memory`` fixture's type).
+``perfgate_memory`` fixture's type); the engine's max safe concurrency: :func:`search`
+(engine_batch.py) with :class:`EngineBatchParams` (``[params.memory_batch]``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 from ..runtime.lazy import lazy_face
 
 __all__, __getattr__, __dir__ = lazy_face(__name__, {
-    "params": ("MemoryParams",),
+    "params": ("MemoryParams", "EngineBatchParams"),
+    "engine_batch": ("search",),
     "probe": ("cuda_unavailable",),
     "workload": ("Pattern", "churn", "torch_alloc"),
     "sweep": ("run_child", "SweepResult", "Setting"),
@@ -27,8 +29,10 @@ __all__, __getattr__, __dir__ = lazy_face(__name__, {
 })
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .engine_batch import search as search
     from .fixture import MemoryGates as MemoryGates
     from .gates import gate_definition as gate_definition
+    from .params import EngineBatchParams as EngineBatchParams
     from .params import MemoryParams as MemoryParams
     from .probe import cuda_unavailable as cuda_unavailable
     from .stats import MemoryReport as MemoryReport

@@ -62,3 +62,17 @@ class MemoryParams:
             if s.name == name:
                 return s
         raise KeyError(f"{WHERE}: no setting {name!r} (settings: {', '.join(s.name for s in self.settings)})")
+
+
+@dataclass(frozen=True)
+class EngineBatchParams:
+    """``[params.memory_batch]``: the engine-level max-safe-batch search (engine_batch.py) on the
+    engine's KV cache shrunk to ``kv_blocks`` blocks, probes of ``prompt_tokens``-token requests."""
+
+    kv_blocks: int
+    max_model_len: int
+    prompt_tokens: int
+    max_tokens: int
+    rounds: int = 2
+    cap: int = 32
+    max_seconds: float = 300
