@@ -90,14 +90,14 @@ def test_prefix_cache_cuts_prefill(perfgate: Perfgate, perfgate_engines: Engines
 def test_throughput_with_speculation(perfgate: Perfgate, perfgate_engines: Engines, phase1: Phase1) -> None:
     """Same exact-length prompts as the baseline run, speculation on.
 
-    The ratio's design: ``throughput_runs`` interleaved runs per engine (B S B S B S: the baseline run
-    of the first test, then alternating), each run one observation, so run-to-run variance is in
-    the bound. On the embedded CPU engine every switch restarts an engine (~40 s), so it compares one
-    run per side with the requests as the unit; the verdict states which design it used."""
+    The ratio's design, on every engine (the embedded CPU one too): ``throughput_runs`` interleaved
+    runs per engine (B S B S B S: the baseline run of the first test, then alternating), each run
+    one observation, so run-to-run variance (a busy machine, an engine restart) is in the bound.
+    Every run sends the same prompts (the roadmap's rule); a launched engine restarts at each
+    switch, so no run finds an earlier run's prompts in its prefix cache."""
     long = perfgate.runs.requests("baseline")
     run = perfgate_engines.run(perfgate.engine, long, phase1.load, keep_as="speculative")
-    k = 1 if perfgate_engines.is_embedded(perfgate.engine) else phase1.throughput_runs
-    for _ in range(k - 1):  # B S B S: the engines alternate, the same prompts each time
+    for _ in range(phase1.throughput_runs - 1):  # B S B S: the engines alternate, the same prompts each time
         perfgate_engines.run("baseline", long, phase1.load, keep_as="baseline")
         perfgate_engines.run(perfgate.engine, long, phase1.load, keep_as="speculative")
     perfgate.check_all(run)  # the ratio compares the runs kept as "speculative" and "baseline"
@@ -112,7 +112,7 @@ def test_ttft_p99_with_speculation(perfgate: Perfgate, perfgate_engines: Engines
     saves a warm-up and four 8,000-token prefills, ~35 s), and the first look is at its size, so a
     clear failure is decided on it without another draw. Later draws are prompts of their own
     (seed 2), one request each."""
-    first = perfgate.runs.all("speculative")[:1]  # the first only: later B S B S runs repeat its prompts
+    first = perfgate.runs.all("speculative")[:1]  # the first only: the later runs of the B S B S design repeat its prompts
     if not first:
         perfgate_engines.warm_up(perfgate.engine)
     ttft = iter(prompts.exact_length_prompts(perfgate_engines.tokenizer(perfgate.engine), phase1.prompt_tokens,

@@ -105,6 +105,9 @@ def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dic
 
     if id(d) in run_index:
         return {"kind": "data", "part": part, "type": "run", "run": run_index[id(d)]}
+    if isinstance(d, (list, tuple)):  # several runs of one side (the A B A B design), each its own part
+        return {"kind": "data", "part": part, "type": "runs",
+                "items": [_part_line(part, x, run_index, metric) for x in d]}
     if isinstance(d, Sweep):  # every level's run is kept: re-evaluation reruns the capacity search on them
         return {"kind": "data", "part": part, "type": "sweep", "sweep_kind": d.kind,
                 "levels": [[float(level), run_index[id(d.results[level])]] for level in sorted(d.results)]}
@@ -150,7 +153,8 @@ def write(
     parts = parts_of(gate, data)
     runs: list[Any] = []
     run_index: dict[int, int] = {}
-    for x in [*parts, *(r for p in parts for r in _sweep_runs(p)), *extra_runs]:
+    nested = [x for p in parts if isinstance(p, (list, tuple)) for x in p]  # the A B A B runs of a side
+    for x in [*parts, *nested, *(r for p in parts for r in _sweep_runs(p)), *extra_runs]:
         if _is_run(x) and id(x) not in run_index:
             run_index[id(x)] = len(runs)
             runs.append(x)
@@ -202,11 +206,9 @@ def read_lines(path: Path) -> Iterable[dict[str, Any]]:
 
 def load(path: Path) -> Stored:
     """Read a data file back into run results and evaluable data."""
-    from ..config.units import unit
     from ..contract import RequestRecord
     from ..load.result import RunResult
     from ..load.schedule import LoadConfig
-    from ..verdicts.samples import Proportion, Samples
 
     header: dict[str, Any] | None = None
     runs: dict[int, RunResult] = {}
@@ -227,34 +229,42 @@ def load(path: Path) -> Stored:
         elif kind == "request":
             runs[int(obj["run"])].records.append(RequestRecord(**{k: v for k, v in obj.items() if k in fields}))
         elif kind == "data":
-            t = obj.get("type")
-            if t == "run":
-                parts[int(obj["part"])] = runs[int(obj["run"])]
-            elif t == "sweep":
-                from ..load.sweep import Sweep
-
-                parts[int(obj["part"])] = Sweep(str(obj["sweep_kind"]),
-                                                {float(lv): runs[int(i)] for lv, i in obj["levels"]})
-            elif t == "proportion":
-                known = {f.name for f in dataclasses.fields(Proportion)}
-                kw = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
-                      for k, v in obj.items() if k in known}
-                parts[int(obj["part"])] = Proportion(**kw)
-            elif t == "samples":
-                import numpy as np
-
-                dens = obj.get("denominators")
-                s = Samples(np.asarray(obj["values"], dtype=np.float64), unit(str(obj.get("unit", ""))),
-                            str(obj.get("label", "")), None if dens is None else np.asarray(dens, dtype=np.float64),
-                            tuple(obj.get("notes") or ()), obj.get("requests"))
-                parts[int(obj["part"])] = s
-            else:
-                raise StoreError(f"{path}: data part of unknown type {t!r}")
+            parts[int(obj["part"])] = _read_part(path, obj, runs)
     if header is None:
         raise StoreError(f"{path}: empty file")
     if not parts:
         raise StoreError(f"{path}: no data part (file truncated?)")
     return Stored(path, header, [runs[i] for i in sorted(runs)], [parts[i] for i in sorted(parts)])
+
+
+def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]) -> Any:
+    """One stored data part back as what ``evaluate`` takes (a run, sweep, proportion, samples or a
+    list of them: the runs of one side of an A B A B comparison)."""
+    from ..config.units import unit
+    from ..verdicts.samples import Proportion, Samples
+
+    t = obj.get("type")
+    if t == "run":
+        return runs[int(obj["run"])]
+    if t == "runs":
+        return [_read_part(path, x, runs) for x in obj.get("items") or ()]
+    if t == "sweep":
+        from ..load.sweep import Sweep
+
+        return Sweep(str(obj["sweep_kind"]), {float(lv): runs[int(i)] for lv, i in obj["levels"]})
+    if t == "proportion":
+        known = {f.name for f in dataclasses.fields(Proportion)}
+        kw: dict[str, Any] = {k: (tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v)
+              for k, v in obj.items() if k in known}
+        return Proportion(**kw)
+    if t == "samples":
+        import numpy as np
+
+        dens = obj.get("denominators")
+        return Samples(np.asarray(obj["values"], dtype=np.float64), unit(str(obj.get("unit", ""))),
+                       str(obj.get("label", "")), None if dens is None else np.asarray(dens, dtype=np.float64),
+                       tuple(obj.get("notes") or ()), obj.get("requests"))
+    raise StoreError(f"{path}: data part of unknown type {t!r}")
 
 
 def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,

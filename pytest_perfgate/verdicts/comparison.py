@@ -18,6 +18,7 @@ import numpy as np
 from ..config import Gate
 from ..config.units import format_value, note_unit, unit
 from . import bounds as stats
+from .interleaved import runs_needed
 from .methods import Estimate, Method, comparison_for, method_for
 from .rules import check_dimension, decide
 from .samples import Data, MetricSource, Proportion, SampleError, Samples, as_data
@@ -126,12 +127,33 @@ def _evaluate_compare_runs(gate: Gate, ra: Sequence[Any], rr: Sequence[Any], c: 
     u_a = note_unit(sides[0][0].unit) if isinstance(sides[0][0], Samples) else unit("%")
     note = (f"design: {va.size} {names[0]} and {vb.size} {names[1]} runs, interleaved, the run as the unit "
             f"({names[0]} mean {format_value(float(va.mean()), u_a)}, {names[1]} mean {format_value(float(vb.mean()), u_a)})")
+    needed: int | None = None
     if va.size < 2 or vb.size < 2:
         note += "; a bound needs >= 2 runs per side"
-    needed = 2 if (va.size < 2 or vb.size < 2) and outcome == "inconclusive" else None
+        needed = 2 if outcome == "inconclusive" else None
+    elif outcome == "inconclusive" and gate.threshold is not None:
+        needed = runs_needed(cmp.kind, va, vb, c, gate.threshold.base)
+        pace = _pair_seconds(ra, rr)
+        if needed is not None and pace:
+            note += (f"; projected cost to decide: {needed} runs a side ({needed - int(min(va.size, vb.size))} more "
+                     f"pairs), about {pace * (needed - min(va.size, vb.size)):,.0f} s of runs at the measured "
+                     f"{pace:,.0f} s a pair (engine switches extra)")
     return Estimate(outcome, b.observed, b.lower, b.upper, int(min(va.size, vb.size)), c, b.method,
                     cmp.unit(gate, sides[0][0]), needed, note,
                     {"treatment": float(va.mean()), "reference": float(vb.mean()), "runs": float(va.size + vb.size)})
+
+
+def _pair_seconds(ra: Sequence[Any], rr: Sequence[Any]) -> float:
+    """Mean seconds of one A run plus one B run, from the runs' own request stamps (0 if not runs)."""
+    def secs(r: Any) -> float | None:
+        recs = getattr(r, "records", None)
+        if not recs:
+            return None
+        ends = [x.end_ns for x in recs if x.end_ns is not None]
+        return float(max(ends) - min(x.sent_ns for x in recs)) / 1e9 if ends else None
+
+    got = [[s for s in map(secs, side) if s is not None] for side in (ra, rr)]
+    return float(np.mean(got[0]) + np.mean(got[1])) if got[0] and got[1] else 0.0
 
 
 def _n(d: Data) -> int:

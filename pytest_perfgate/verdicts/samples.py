@@ -8,6 +8,7 @@ names what was wrong.
 from __future__ import annotations
 
 import math
+import reprlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -298,7 +299,8 @@ def make_samples(
                 seen = seen or q.unit
                 bases.append(q.base)
             elif isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-                raise SampleError(f"samples{where}: item {i} is not a number: {v!r}")
+                shown = reprlib.repr(v) if not hasattr(v, "records") else f"a {type(v).__name__} of {len(v.records)} requests"
+                raise SampleError(f"samples{where}: item {i} is not a number: {shown}")
             else:
                 try:
                     x = float(v)

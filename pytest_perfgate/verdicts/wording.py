@@ -73,6 +73,8 @@ def ci_label(method: str, confidence: float, lower: str, upper: str, n: int, unb
 
 def counted(method: str) -> str:
     """What ``n`` counts for a method: ``"trials"`` or ``"samples"``."""
+    if method.startswith("Welch t over runs"):
+        return "runs a side"
     return "trials" if method in TRIAL_METHODS else "samples"
 
 
@@ -84,7 +86,9 @@ def inconclusive_label(needed: int | None, n: int, method: str) -> str:
     if needed and method == PER_RUN_METHOD:  # a comparison with no bound: the count is known, not projected
         return f"need >= {needed} samples a run ({max(0, needed - n)} more in the smaller) before any bound exists"
     if needed and method.startswith("Welch t over runs"):
-        return f"need >= {needed} runs a side (interleaved) before any bound exists"
+        if n < 2:
+            return f"need >= {needed} runs a side (interleaved) before any bound exists"
+        return f"need >= {needed} runs a side (interleaved; {max(0, needed - n)} more) if the observed run-to-run spread holds"
     if needed:
         return (f"need >= {needed} {counted(method)} in all ({max(0, needed - n)} more) "
                 "if the observed rate holds")

@@ -40,6 +40,21 @@ def test_bad_samples_are_clear_errors(values: object, unit: str, kw: dict, match
         make_samples(values, unit, **kw)  # type: ignore[arg-type]
 
 
+def test_an_object_in_the_samples_is_named_briefly() -> None:
+    """A run result (or any big object) where a number belongs is named by its type and size, not
+    its whole repr (a run's repr is ~20 KB: it once filled a warning in the main job's output)."""
+    from pytest_perfgate.contract import RequestRecord
+    from pytest_perfgate.load.result import RunResult
+
+    run = RunResult(records=[RequestRecord(index=i, tag="x") for i in range(40)])
+    with pytest.raises(SampleError) as e:
+        make_samples([run], "tok/s")
+    assert "item 0 is not a number: a RunResult of 40 requests" in str(e.value) and len(str(e.value)) < 200
+    with pytest.raises(SampleError) as e:
+        make_samples([list(range(10_000))], "ms")
+    assert len(str(e.value)) < 200
+
+
 @pytest.mark.parametrize(("s", "t", "match"), [(1.5, 2, "integer"), (True, 2, "integer"), (-1, 2, ">= 0"),
                                                (3, 2, "successes 3 > trials 2"), (1, None, "integer")])
 def test_bad_proportions(s: object, t: object, match: str) -> None:

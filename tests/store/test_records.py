@@ -105,6 +105,26 @@ def test_a_comparison_of_two_real_runs(tmp_path: Path, th: Thresholds, engine: O
     _same(records.reevaluate(stored, g, th), live)
 
 
+def test_interleaved_runs_of_each_side(tmp_path: Path, th: Thresholds, engine: OpenAIEngine) -> None:
+    """The A B A B design (a list of runs a side, what the phase-1 throughput ratio passes) is kept run
+    by run: each side's runs come back as a list and re-evaluate to the live verdict."""
+    fast = [run_load(engine, _requests(6, ttft=0.002), LoadConfig(num_requests=6)) for _ in range(3)]
+    slow = [run_load(engine, _requests(6, ttft=0.006), LoadConfig(num_requests=6)) for _ in range(3)]
+    g = th.gate("speedup")
+    live = evaluate(g, (fast, slow), thresholds=th)
+    assert live.method.startswith("Welch t over runs (3 vs 3)")
+    rel = records.write(tmp_path, gate=g, verdict=live, data=(fast, slow), confidence=0.95, run_id="r4")
+    stored = records.load(tmp_path / rel)
+    assert len(stored.runs) == 6 and [len(side) for side in stored.data] == [3, 3]
+    assert all(isinstance(r, RunResult) for side in stored.data for r in side)
+    _same(records.reevaluate(stored, g, th), live)
+    samples = ([make_samples([1.0, 1.1], "s"), make_samples([1.2, 1.0], "s")], [make_samples([2.0, 2.2], "s")] * 2)
+    live = evaluate(g, samples, thresholds=th)
+    stored = records.load(tmp_path / records.write(tmp_path, gate=g, verdict=live, data=samples, confidence=0.95,
+                                                   run_id="r5"))
+    _same(records.reevaluate(stored, g, th), live)
+
+
 def test_samples_and_proportions(tmp_path: Path, th: Thresholds) -> None:
     rng = np.random.default_rng(5)
     s = make_samples(rng.lognormal(np.log(80), 0.3, 333), "ms", label="lat")

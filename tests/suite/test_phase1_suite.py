@@ -75,19 +75,18 @@ def test_phase1_passing_thresholds(pytester: pytest.Pytester) -> None:
     at load <= 8 had bounds 45-49%; 20 of all 24 cleared 0%, the other 4 ran at load averages 8-19
     (the pairs: benchmarks/results-issue25-prefix-pairs.json).
 
-    The throughput ratio (one run a side, requests as the unit, min 0.05 here) is sized by its
-    request count: beside two busy loops one stalled speculative request (TPOT p99 359 ms vs p50
-    37 ms) left 3 requests a side with bounds 0.033-6.75 around 0.47 (inconclusive: a Welch t with
-    ~2 degrees of freedom). By simulation (2*10^4 runs each) of per-request durations with log-sd
-    0.5 and, in 30% of requests, a stall of exponential mean 3 s (on 1.3-2.7-s requests), the
-    gate's 5% run CV included: P(pass) at 3 requests a side 89%, at 6 99.8%; so 6 here."""
+    The throughput ratio (3 interleaved runs a side, B S B S B S, the run as the unit; min 0.05 here)
+    is decided by the runs' spread: by simulation (20,000 runs of lognormal run values, Welch t over
+    the logs) a true ratio of 0.5 against 0.05 passes 3 x 3 runs in 99.4% / 91.2% / 67.7% at a
+    run-to-run log-sd of 0.5 / 0.7 / 1.0 (a stalled request in a 3-request run, beside two busy
+    loops, moved that run's throughput ~2x: log-sd ~0.4 over the runs)."""
     suite(pytester, {
         # a P99 pass needs ~300 samples; the CI-sized run gates the median (same code path)
         'statistic = "p99"\nmax = "150 ms"': 'statistic = "p50"\nmax = "120 s"',
         "min = 0.8\n": "min = 0.05\n",
         'min = "70%"\nbands': 'min = "30%"\nbands',
         'runs = ["cache_hit", "cold"]\nmin = "80%"': 'runs = ["cache_hit", "cold"]\nmin = "0%"',  # sized above
-    }, budgets=BUDGETS.replace("\nrequests = 3\n", "\nrequests = 6\n"))  # sized above
+    })
     r = pytester.runpytest_subprocess("-m", "phase1", "perf_tests", "-p", "no:cacheprovider", "-rs", timeout=900)
     out = r.stdout.str()
     assert r.ret == 0, out[-4000:]
