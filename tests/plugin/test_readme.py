@@ -48,7 +48,10 @@ def server() -> Iterator[ScriptedServer]:
 def pattern(line: str) -> str:
     """A README output line as an fnmatch pattern: numbers may differ, the words may not."""
     line = re.sub(r"[\[\]]", lambda m: f"[{m.group()}]", line)
-    return re.sub(r"\d+(\.\d+)?", "*", line)
+    line = re.sub(r"\d+(\.\d+)?", "*", line)
+    # measured against a fixed baseline: the direction of the change is the machine's (a busy runner
+    # can push a 212-ms server's P99 past 320 ms), not the wording's
+    return re.sub(r"\b(lower|higher)\)", "*)", line)
 
 
 def test_readme_example_runs_and_fails_as_shown(pytester: pytest.Pytester, server: ScriptedServer) -> None:
