@@ -20,6 +20,7 @@ from ..config.units import format_value, note_unit, unit
 from . import bounds as stats
 from .interleaved import runs_needed
 from .methods import Estimate, Method, comparison_for, method_for
+from .projection import quantile_runs_needed
 from .rules import check_dimension, decide
 from .samples import Data, MetricSource, Proportion, SampleError, Samples, as_data
 from .wording import PER_RUN_METHOD
@@ -95,6 +96,13 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> Estimate:
     if outcome == "inconclusive" and not math.isfinite(b.lower) and not math.isfinite(b.upper):
         needed = method.decidable_size(gate.statistic.q, None, c, "compare") if b.method == PER_RUN_METHOD else None
         note += "; too few samples per run for a bound"
+    elif (outcome == "inconclusive" and b.method == PER_RUN_METHOD and gate.statistic.q is not None
+          and isinstance(a, Samples) and isinstance(r, Samples)):
+        needed = _quantile_needed(gate, cmp, a, r, c2, obs)
+        pace = _pair_seconds([data[0]], [data[1]]) / max(1, n)  # seconds of one request a side
+        if needed is not None and pace:
+            note += (f"; projected cost to decide: {needed:,} samples a run, about {pace * max(0, needed - n):,.0f} s "
+                     f"more at the measured {pace:,.2f} s a request pair")
     details = {"treatment": pa, "reference": pr}
     return Estimate(outcome, obs, b.lower, b.upper, n, c, b.method, cmp.unit(gate, a), needed, note, details)
 
@@ -141,6 +149,18 @@ def _evaluate_compare_runs(gate: Gate, ra: Sequence[Any], rr: Sequence[Any], c: 
     return Estimate(outcome, b.observed, b.lower, b.upper, int(min(va.size, vb.size)), c, b.method,
                     cmp.unit(gate, sides[0][0]), needed, note,
                     {"treatment": float(va.mean()), "reference": float(vb.mean()), "runs": float(va.size + vb.size)})
+
+
+def _quantile_needed(gate: Gate, cmp: Any, a: Samples, r: Samples, c2: float, obs: float) -> int | None:
+    """Samples a run at which the per-run order-statistic bounds would decide (the observed
+    distributions standing in for the truth; verdicts/projection.py)."""
+    assert gate.statistic.q is not None
+
+    def combine(sa: stats.Bounds, sr: stats.Bounds) -> stats.Bounds:
+        return cmp.combine_bounds(sa, sr, obs, PER_RUN_METHOD)  # type: ignore[no-any-return]
+
+    return quantile_runs_needed(a.values, r.values, gate.statistic.q, c2, combine,
+                                lambda b: decide(gate, b) != "inconclusive")
 
 
 def _pair_seconds(ra: Sequence[Any], rr: Sequence[Any]) -> float:

@@ -75,14 +75,20 @@ def counted(method: str) -> str:
     """What ``n`` counts for a method: ``"trials"`` or ``"samples"``."""
     if method.startswith("Welch t over runs"):
         return "runs a side"
+    if method == PER_RUN_METHOD:
+        return "samples a run"
     return "trials" if method in TRIAL_METHODS else "samples"
 
 
 PER_RUN_METHOD = "per-run bounds at alpha/2, combined"
 
 
-def inconclusive_label(needed: int | None, n: int, method: str) -> str:
-    """Why a verdict is inconclusive and what would decide it."""
+def inconclusive_label(needed: int | None, n: int, method: str, bounded: bool = False) -> str:
+    """Why a verdict is inconclusive and what would decide it (``bounded``: the verdict has a bound,
+    so a per-run count is a projection, not the size at which a bound first exists)."""
+    if needed and method == PER_RUN_METHOD and bounded:
+        return (f"need >= {needed:,} samples a run ({max(0, needed - n):,} more in the smaller) if each run's "
+                "observed distribution holds")
     if needed and method == PER_RUN_METHOD:  # a comparison with no bound: the count is known, not projected
         return f"need >= {needed} samples a run ({max(0, needed - n)} more in the smaller) before any bound exists"
     if needed and method.startswith("Welch t over runs"):
