@@ -146,7 +146,7 @@ class Verdict:
         if self.band:
             line += f" [band: {self.band}]"
         if self.outcome == "inconclusive":
-            line += " -> inconclusive: " + text.inconclusive_label(self.needed, self.n, self.method)
+            line += " -> inconclusive: " + text.inconclusive_label(self.needed, self.n, self.method, self.details)
         if self.floor is not None:
             line += f" [{self.floor_text()}]"
         if self.note:
