@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .wording import metric_label, op
+from .wording import metric_label, needed_units, op
 
 if TYPE_CHECKING:
     from .verdict import Verdict
@@ -57,7 +57,8 @@ def headline(v: Verdict) -> str:
         line += (f", {v.details['baseline_change'] * 100:+.0f}% vs baseline"
                  f" (regression tolerance {v.details.get('baseline_tolerance', 0.0) * 100:.0f}%)")
     if v.outcome == "inconclusive":
-        line += ", inconclusive" + (f" (need {max(0, v.needed - v.n)} more samples)" if v.needed else "")
+        what, have = needed_units(v.method, v.n, v.details)
+        line += ", inconclusive" + (f" (need {max(0, v.needed - have)} more {what})" if v.needed else "")
     if v.triggered:
         line += f"; fallback: {', '.join(v.triggered)}"
     return line

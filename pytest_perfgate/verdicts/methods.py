@@ -46,6 +46,8 @@ from ..config import ConfigError, Gate, Statistic
 from ..config import statistics as kinds
 from ..config.statistics import ComparisonKind, StatisticKind
 from . import bounds as stats
+from .acceptance import METHOD as ACCEPTED_PREFIX
+from .acceptance import requests_to_decide
 from .rules import censored, decide, display_unit, proportion_bounds
 from .samples import Data, Proportion, SampleError, Samples
 
@@ -333,10 +335,16 @@ class ProportionMethod(Method):
         b, note = proportion_bounds(d, c, gate.metric)
         outcome = decide(gate, b)
         needed = None
+        details = dict(d.extra)
         if outcome == "inconclusive" and gate.threshold is not None and gate.direction is not None:
-            deff = stats.design_effect(*d.clusters()) if d.clustered else 1.0
-            needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, gate.threshold.base, deff)
-        return Estimate(outcome, b.observed, b.lower, b.upper, d.trials, c, b.method, unit, needed, note, dict(d.extra))
+            if b.method == ACCEPTED_PREFIX:  # requests, as its bound counts them (wording.needed_units)
+                cs, ct = d.clusters()
+                needed = requests_to_decide(cs, ct, c, gate.threshold.base)
+                details["requests"] = float(np.count_nonzero(ct))
+            else:
+                deff = stats.design_effect(*d.clusters()) if d.clustered else 1.0
+                needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, gate.threshold.base, deff)
+        return Estimate(outcome, b.observed, b.lower, b.upper, d.trials, c, b.method, unit, needed, note, details)
 
 
 class PairedMethod(Method):

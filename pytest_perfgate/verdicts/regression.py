@@ -12,7 +12,8 @@ baseline); under H0 the pooled values are exchangeable, so its permutation distr
 exact p-value (``(1 + #{permuted >= observed}) / (B + 1)``, B seeded permutations: the same data
 give the same p-value, so re-evaluating a stored file reproduces the verdict). The assumption: a
 change within the tolerance moves the distribution by a scale, not its shape alone. Measured rates:
-docs/statistics.md (tests/stats/test_quantile_regression.py).
+docs/statistics.md (tests/stats/test_quantile_regression.py; the mirrored, bigger-is-better direction,
+``larger_is_worse=False`` with factor 1 - tolerance, in tests/stats/test_quantile_regression_min.py).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from ..config.units import unit as unit_of
 from .rules import censored, metric_unit, resolve_confidence
 from .samples import MetricSource, Proportion, RequestCounts, RequestRun, Samples, make_samples, pool
 from .verdict import Verdict, counts_requests, error_verdict, evaluate
+from .wording import needed_units
 
 
 class SequentialUsageError(ValueError):
@@ -61,10 +62,12 @@ class SequentialResult:
         v, n = self.verdict, self.samples.n
         if v.outcome != "inconclusive" or not v.needed or n <= 0:
             return ""
-        more = max(0, v.needed - v.n)
-        rate = self.seconds / max(v.n, 1)
-        return (f"projected cost to decide: {v.needed:,} samples in all ({more:,} more), about "
-                f"{more * rate:,.0f} s at the measured {rate:.3g} s a sample (max_samples / max_seconds to raise)")
+        what, have = needed_units(v.method, v.n, v.details)  # requests for the accepted-prefix bound
+        more = max(0, v.needed - have)
+        rate = self.seconds / max(have, 1)
+        return (f"projected cost to decide: {v.needed:,} {what} in all ({more:,} more), about "
+                f"{more * rate:,.0f} s at the measured {rate:.3g} s a {what.rstrip('s')} "
+                "(max_samples / max_seconds to raise)")
 
 
 def sample_until_decided(
@@ -243,7 +246,7 @@ def _proportions(
     if verdict is None:
         verdict = evaluate(gate, pooled, confidence=c_look, thresholds=thresholds)
     return SequentialResult(verdict, Samples(np.asarray([succ / trials if trials else 0.0]), _pct(), gate.name),
-                            draws, stopped, c_look, pooled=pooled)
+                            draws, stopped, c_look, seconds=clock() - t0, pooled=pooled)
 
 
 def _pct() -> Unit:

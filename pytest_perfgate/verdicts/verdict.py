@@ -146,8 +146,8 @@ class Verdict:
         if self.band:
             line += f" [band: {self.band}]"
         if self.outcome == "inconclusive":
-            line += " -> inconclusive: " + text.inconclusive_label(self.needed, self.n, self.method,
-                                                                    math.isfinite(self.lower) or math.isfinite(self.upper))
+            line += " -> inconclusive: " + text.inconclusive_label(
+                self.needed, self.n, self.method, self.details, bounded=math.isfinite(self.lower) or math.isfinite(self.upper))
         if self.floor is not None:
             line += f" [{self.floor_text()}]"
         if self.note:

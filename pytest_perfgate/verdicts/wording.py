@@ -25,6 +25,8 @@ NOT_DESCRIBED = "(not described in thresholds.toml)"
 
 # proportions count trials; everything else counts samples
 TRIAL_METHODS = ("clopper-pearson", "cluster-robust Korn-Graubard")
+# the accepted-prefix bound (verdicts/acceptance.py): its n counts draft tokens, its ``needed`` requests
+REQUEST_METHODS = ("Fieller skew-corrected t over requests",)
 
 
 # ---------------------------------------------------------------- from plain values
@@ -80,10 +82,20 @@ def counted(method: str) -> str:
     return "trials" if method in TRIAL_METHODS else "samples"
 
 
+def needed_units(method: str, n: int, details: Mapping[str, float] | None = None) -> tuple[str, int]:
+    """(what ``needed`` counts, how many of them the verdict has): requests for the accepted-prefix
+    bound (its independent units: ``details["requests"]``, the request clusters measured), else
+    :func:`counted` and ``n``."""
+    if method in REQUEST_METHODS and details and "requests" in details:
+        return "requests", int(details["requests"])
+    return counted(method), n
+
+
 PER_RUN_METHOD = "per-run bounds at alpha/2, combined"
 
 
-def inconclusive_label(needed: int | None, n: int, method: str, bounded: bool = False) -> str:
+def inconclusive_label(needed: int | None, n: int, method: str, details: Mapping[str, float] | None = None,
+                       bounded: bool = False) -> str:
     """Why a verdict is inconclusive and what would decide it (``bounded``: the verdict has a bound,
     so a per-run count is a projection, not the size at which a bound first exists)."""
     if needed and method == PER_RUN_METHOD and bounded:
@@ -96,8 +108,10 @@ def inconclusive_label(needed: int | None, n: int, method: str, bounded: bool = 
             return f"need >= {needed} runs a side (interleaved) before any bound exists"
         return f"need >= {needed} runs a side (interleaved; {max(0, needed - n)} more) if the observed run-to-run spread holds"
     if needed:
-        return (f"need >= {needed} {counted(method)} in all ({max(0, needed - n)} more) "
-                "if the observed rate holds")
+        what, have = needed_units(method, n, details)
+        holds = ("if the observed rate and its spread over requests hold" if what == "requests"
+                 else "if the observed rate holds")
+        return f"need >= {needed} {what} in all ({max(0, needed - have)} more) {holds}"
     return "the bounds straddle the threshold; these data do not predict how many more samples would decide it"
 
 
@@ -214,8 +228,9 @@ def outcome_text(v: Stored) -> str:
     if r.band:
         text += f" (band: {clean_text(r.band)})"
     if text.startswith("inconclusive") and r.needed:
-        more = f", {max(0, r.needed - r.n)} more" if r.n is not None else ""
-        text += f" (need >= {r.needed} {counted(clean_text(r.method))}{more})"
+        what, have = needed_units(clean_text(r.method), r.n or 0, r.details)
+        more = f", {max(0, r.needed - have)} more" if r.n is not None else ""
+        text += f" (need >= {r.needed} {what}{more})"
     return text
 
 
