@@ -15,7 +15,9 @@ import time
 from collections.abc import Awaitable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
+
+from .runtime.redaction import clean
 
 T = TypeVar("T")
 
@@ -48,6 +50,22 @@ class Request:
     turn: int = 0
 
 
+class _Cause:
+    """``RequestRecord.error``: every cause is cleaned as it is set, whoever sets it (the one choke
+    point: :func:`~pytest_perfgate.runtime.redaction.clean` masks the session's secrets and any
+    credential header, shows control characters escaped and bounds the length)."""
+
+    @overload
+    def __get__(self, obj: None, owner: Any = None) -> None: ...
+    @overload
+    def __get__(self, obj: RequestRecord, owner: Any = None) -> str | None: ...
+    def __get__(self, obj: RequestRecord | None, owner: Any = None) -> str | None:
+        return None if obj is None else obj.__dict__.get("error")  # None: the dataclass default
+
+    def __set__(self, obj: RequestRecord, value: str | None) -> None:
+        obj.__dict__["error"] = None if value is None else clean(str(value))
+
+
 @dataclass
 class RequestRecord:
     """Everything measured about one request. ``error`` set means the request failed."""
@@ -65,7 +83,7 @@ class RequestRecord:
     expected_prompt_tokens: int | None = None
     token_count_source: Literal["server", "tokenizer", "chunks"] = "server"
     finish_reason: str | None = None
-    error: str | None = None  # short cause, e.g. "HTTP 400: ...", "timeout", "stream ended without [DONE]"
+    error: _Cause = _Cause()  # str | None, cleaned as set: short cause, e.g. "HTTP 400: ...", "timeout", "stream ended without [DONE]"
     warmup: bool = False
 
     @property

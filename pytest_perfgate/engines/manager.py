@@ -26,6 +26,7 @@ from typing import Any
 from ..config import BUILTIN_ENGINES, EngineSpec
 from ..contract import Engine, EngineError
 from ..runtime.device import cpu_only, cuda_hint
+from ..runtime.redaction import clean
 from . import registry
 
 EMBEDDED_PREFIX = "embedded:"
@@ -141,18 +142,19 @@ class EngineManager:
             engine = registry.create(spec.name, spec.kind, args)
             engine.start()
         except EngineError as e:
-            self._failed[spec.name] = f"engine {spec.name!r} failed to start: {e}"
+            self._failed[spec.name] = clean(f"engine {spec.name!r} failed to start: {e}", None, lines=True)
             raise EngineError(self._failed[spec.name]) from None
         except Exception as e:  # the engine's own failure, reported once for every test that needs it
             from .requirements import import_failure
 
             line = import_failure(e, f"engine {spec.name!r} failed to start") if isinstance(e, ImportError | RuntimeError) else None
-            self._failed[spec.name] = line or f"engine {spec.name!r} failed to start: {type(e).__name__}: {e}"
+            self._failed[spec.name] = clean(line or f"engine {spec.name!r} failed to start: {type(e).__name__}: {e}",
+                                            None, lines=True)
             raise EngineError(self._failed[spec.name]) from None
         dt = time.perf_counter() - t
         self.say(f"perfgate: engine {spec.name!r} ready in {dt:.1f} s")
         for note in getattr(engine, "start_notes", ()):  # what the start learned (the openai kind's dialect)
-            self.say(f"perfgate: engine {spec.name!r}: {note}")
+            self.say(f"perfgate: engine {spec.name!r}: {clean(note)}")
         self.live = engine
         return engine
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract import Engine, EngineError
+from ..runtime.redaction import add_secrets_of
 
 EngineFactory = Callable[[str, Mapping[str, Any]], Engine]
 ENTRY_POINT_GROUP = "pytest_perfgate.engines"
@@ -165,4 +166,5 @@ def create(name: str, kind: str, args: Mapping[str, Any]) -> Engine:
     found = lookup(kind)
     if found is None:
         raise EngineError(f"engine {name!r}: unknown kind {kind!r}; available kinds: {', '.join(kinds())}")
+    add_secrets_of(args)  # masked in every cause from now on (runtime.redaction.clean)
     return found.create(name, args)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..config import metrics as metric_names
 from ..contract import RequestRecord
+from ..runtime.redaction import clean
 from ..verdicts.samples import Proportion, RequestCounts, SampleError, Samples, make_samples, single
 from . import metrics as m
 from .schedule import LoadConfig
@@ -54,8 +55,7 @@ def server_reason(body: str) -> str:
             text = "; ".join(str(x.get("msg", x) if isinstance(x, dict) else x) for x in inner[:3])
             break
         doc = inner
-    text = " ".join(text.split())
-    return text if len(text) <= _REASON_LIMIT else text[:_REASON_LIMIT] + "..."
+    return clean(text, _REASON_LIMIT)  # decoded JSON may hold raw escapes or a secret again
 
 
 def request_url(info: Mapping[str, Any]) -> str:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from ...runtime.redaction import clean
+
 SETTINGS = ("auto", "vllm", "openai")
 IGNORE_EOS = "ignore_eos"
 CONTINUOUS = "continuous_usage_stats"
@@ -126,4 +128,4 @@ def reason(status: int, body: str) -> str:
     if isinstance(obj, dict):
         err = obj.get("error")
         msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else obj.get("detail")
-    return f"HTTP {status}: {msg if isinstance(msg, str) and msg else body}"
+    return clean(f"HTTP {status}: {msg if isinstance(msg, str) and msg else body}", 300)

@@ -51,10 +51,10 @@ from urllib.parse import urlsplit
 import orjson
 
 from ...contract import Clock, EngineError, Request, RequestRecord, run_sync
+from ...runtime.redaction import add_secret, clean
 from ..prometheus import parse_prometheus
 from . import ready
 from .dialect import SETTINGS, Dialect, reason, rejected
-from .sse import CONTROL
 from .transport import Response, Transport, TransportError
 
 _BODY_LIMIT = 200  # characters of an HTTP error body kept in record.error
@@ -115,6 +115,7 @@ class OpenAIEngine:
             if key is None:
                 raise EngineError(f"engine {name!r}: environment variable {self.api_key_env} (api_key_env) is not set")
             self._key = key
+            add_secret(key)  # masked in every cause and note from now on (runtime.redaction.clean)
             headers["Authorization"] = f"Bearer {key}"
         self._version: str | None = None
         self._tokenizer: Any = None
@@ -147,7 +148,7 @@ class OpenAIEngine:
         (``dialect = "auto"``) and whether it has counters; the findings go to :attr:`start_notes`."""
         run_sync(self._start())
         for note in self.start_notes:
-            print(f"perfgate: engine {self.name!r}: {note}", flush=True)  # the engine log
+            print(f"perfgate: engine {self.name!r}: {clean(note)}", flush=True)  # the engine log
 
     async def _start(self) -> None:
         if self._started:
@@ -160,7 +161,7 @@ class OpenAIEngine:
             except orjson.JSONDecodeError:
                 data = None
             if isinstance(data, dict) and "version" in data:
-                self._version = str(data["version"])
+                self._version = clean(str(data["version"]), 100)
         key = (self.base_url, self.model, self.api, self._version)
         if self.dialect.learns and key in _LEARNED:  # a restart in this session: what was learned holds
             self.dialect = _LEARNED[key]
@@ -220,9 +221,6 @@ class OpenAIEngine:
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer().encode(text, add_special_tokens=False))
-
-    def _redact(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
 
     # -- generation --------------------------------------------------------------------------
     def _payload(self, request: Request, api: str) -> bytes:
@@ -284,7 +282,7 @@ class OpenAIEngine:
         if not names:
             return False
         d.drop(names, reason(response.status, body))
-        print(f"perfgate: engine {self.name!r}: {d.notes[-1]}", file=sys.stderr, flush=True)
+        print(f"perfgate: engine {self.name!r}: {clean(d.notes[-1])}", file=sys.stderr, flush=True)
         return True
 
     async def exchange(self, request: Request, record: RequestRecord, clock: Clock, api: str) -> Response | None:
@@ -313,21 +311,24 @@ class OpenAIEngine:
                 response.decode(record)
             raise
         except TransportError as e:
-            record.error = self._redact(str(e))
+            record.error = str(e)
             if not e.keep_events:
                 return response
         else:
             if response.status >= 400:
                 record.error = f"HTTP {response.status}: {self.error_body(response.body)}"
                 return response
+            if 300 <= response.status < 400:
+                where = clean(response.location, 200) if response.location else "no Location"
+                record.error = f"HTTP {response.status} (redirect to {where}; not followed)"
+                return response
         if record.error is None or response.events_received():
             response.decode(record)
         return response
 
     def error_body(self, body: bytes) -> str:
-        """An HTTP error body as one short line, the API key masked."""
-        text = " ".join(self._redact(body.decode("utf-8", "replace")).translate(CONTROL).split())
-        return text if len(text) <= _BODY_LIMIT else text[:_BODY_LIMIT] + "..."
+        """An HTTP error body as one short printable line, secrets masked (:func:`.clean`)."""
+        return clean(body.decode("utf-8", "replace"), _BODY_LIMIT)
 
 
 def _proxied(host: str) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from ...contract import RequestRecord
+from ...runtime.redaction import clean
 
 try:  # optional: a typed decoder is ~2x faster than orjson + dict lookups per chunk
     import msgspec
@@ -38,7 +39,6 @@ Event = tuple[int, bytes]  # (arrival ns, event bytes without the blank line)
 EAGER_EVENTS = 8  # a read with at most this many events is decoded at once (see FastDecoder.feed)
 _DONE_EVENTS = (b"data: [DONE]", b"data:[DONE]")
 _DONE_CHUNKS = (b"data: [DONE]\n\n", b"data:[DONE]\n\n")
-CONTROL = {c: " " for c in [*range(0x00, 0x20), 0x7F]}
 
 
 class EventSplitter:
@@ -405,6 +405,6 @@ def fill_record(
 
 
 def short(b: bytes, limit: int = 80) -> str:
-    """One printable line: control characters (ESC, NUL, ...) become spaces, whitespace folds."""
-    s = " ".join(b.decode("utf-8", "replace").translate(CONTROL).split())
-    return s if len(s) <= limit else s[:limit] + "..."
+    """One printable line of server bytes (:func:`~pytest_perfgate.runtime.redaction.clean`: secrets
+    masked before it is cut, control characters shown escaped, whitespace folded)."""
+    return clean(b.decode("utf-8", "replace"), limit)

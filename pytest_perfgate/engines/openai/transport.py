@@ -25,7 +25,7 @@ class Response:
     SSE events, either split by :attr:`splitter` or (the raw transport's common case) checked
     and decoded chunk by chunk in :attr:`chunks`."""
 
-    __slots__ = ("api", "sent_ns", "connect_ns", "status", "body", "splitter", "chunks")
+    __slots__ = ("api", "sent_ns", "connect_ns", "status", "body", "location", "splitter", "chunks")
 
     def __init__(self, api: str) -> None:
         self.api = api
@@ -33,6 +33,7 @@ class Response:
         self.connect_ns: int | None = None  # time spent opening a new connection; None: one was reused
         self.status = 0  # 0: no response head arrived
         self.body = b""  # the body of an HTTP error (status >= 400)
+        self.location: str | None = None  # a redirect's Location (never followed)
         self.splitter = EventSplitter()
         self.chunks: ChunkEvents | None = None
 

@@ -38,7 +38,8 @@ class AiohttpTransport:
     async def get(self, path: str, timeout: float) -> tuple[int, bytes] | None:
         session = await self._ensure_session()
         try:
-            async with session.get(self._base + path, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+            async with session.get(self._base + path, timeout=aiohttp.ClientTimeout(total=timeout),
+                                   allow_redirects=False) as r:
                 return r.status, await r.read()
         except (TimeoutError, aiohttp.ClientError):
             return None
@@ -48,11 +49,15 @@ class AiohttpTransport:
         stamps = _Stamps(clock)
         splitter = response.splitter
         try:
-            async with session.post(self._base + path, data=payload, trace_request_ctx=stamps) as resp:
+            async with session.post(self._base + path, data=payload, trace_request_ctx=stamps,
+                                    allow_redirects=False) as resp:  # the key goes to base_url's host only
                 stamps.into(response)
                 response.status = resp.status
                 if resp.status >= 400:
                     response.body = await resp.read()
+                    return
+                if 300 <= resp.status < 400:
+                    response.location = resp.headers.get("Location")
                     return
                 readany = resp.content.readany
                 while True:

@@ -193,6 +193,9 @@ class RawTransport:
         if ex.status >= 400:
             response.body = ex.body()
             return
+        if 300 <= ex.status < 400:  # a redirect: never followed (the key goes to base_url's host only)
+            response.location = ex.headers.get("location")
+            return
         if ex.bulk and ex.complete:  # the common case: every event already went to response.chunks
             return
         split_events(ex, response)
