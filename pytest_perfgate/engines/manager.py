@@ -18,7 +18,7 @@ import importlib.util
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +65,31 @@ def resolve_embedded(value: Any, models: Callable[[], Any]) -> Any:
     return value
 
 
+@contextlib.contextmanager
+def _ticking(say: Callable[[str], None], name: str, engine: Any, every_s: float) -> Iterator[None]:
+    """While an engine that says what it waits for (``waiting_for``, the ``openai`` kind) starts, a
+    line every ``every_s``: a server that answers readiness but hangs on completions is not silence."""
+    if not hasattr(engine, "waiting_for"):
+        yield
+        return
+    stop = threading.Event()
+    t0 = time.perf_counter()
+
+    def tick() -> None:
+        while not stop.wait(every_s):
+            what = clean(str(getattr(engine, "waiting_for", "") or ""))
+            say(f"perfgate: engine {name!r} still starting after {time.perf_counter() - t0:.0f} s"
+                + (f": waiting for {what}" if what else ""))
+
+    th = threading.Thread(target=tick, name=f"perfgate-start-{name}", daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join(timeout=5)
+
+
 def uses_embedded(value: Any) -> bool:
     if isinstance(value, str):
         return value.startswith(EMBEDDED_PREFIX)
@@ -82,6 +107,7 @@ class EngineManager:
     specs: Mapping[str, EngineSpec]
     aliases: Mapping[str, str] = field(default_factory=dict)  # --perfgate-engine ROLE=NAME
     say: Callable[[str], None] = print
+    tick_s: float = 10.0  # a start that waits (engines that say what for: ``waiting_for``) says so this often
     live: Engine | None = field(default=None, init=False)  # the one started engine
     _failed: dict[str, str] = field(default_factory=dict)
     _models: Any = None
@@ -140,7 +166,8 @@ class EngineManager:
                 if registry.is_vllm(spec.kind):  # a server takes them in its own process
                     args = start_args
             engine = registry.create(spec.name, spec.kind, args)
-            engine.start()
+            with _ticking(self.say, spec.name, engine, self.tick_s):
+                engine.start()
         except EngineError as e:
             self._failed[spec.name] = clean(f"engine {spec.name!r} failed to start: {e}", None, lines=True)
             raise EngineError(self._failed[spec.name]) from None

@@ -23,6 +23,7 @@ from .result import RunResult
 from .schedule import LoadConfig, send_offsets_ns
 
 Progress = Callable[[int, int, float], None]
+WARMUP_TICK_S = 1.0  # while a warm-up request runs, the progress printer is asked this often (it rate-limits)
 Stop = Callable[[RunResult], bool]
 
 
@@ -130,9 +131,16 @@ class _Run:
         warming = getattr(self.progress, "warmup", None)  # progress.progress_printer's warm-up lines
         t_warm = clock()
         for w in range(cfg.warmup):
-            if warming is not None:
-                warming(w, cfg.warmup, (clock() - t_warm) / 1e9)
-            await self._one(-(w + 1), None, warmup=True)
+            one = asyncio.ensure_future(self._one(-(w + 1), None, warmup=True))
+            try:
+                while not one.done():  # a warm-up request that hangs is not silence: the printer's lines go on
+                    if warming is not None:
+                        warming(w, cfg.warmup, (clock() - t_warm) / 1e9)
+                    await asyncio.wait({one}, timeout=WARMUP_TICK_S)
+            except asyncio.CancelledError:
+                one.cancel()
+                raise
+            one.result()
         before = await self._counters()
         self.start_ns = clock()
         if cfg.max_seconds is not None:

@@ -12,7 +12,8 @@ What a POST gets depends on the prompt's first word (or the request's shape):
   issue's exact body (:data:`ISSUE_BODY`; ``issue_probe``: the dialect probe gets it too);
 * ``transport``: a chunk size line that is the key (a framing error);
 * ``redirect``: HTTP 302 to another host, the key in the ``Location``;
-* ``hang``: reads the request and never answers; ``slow``: one byte every ``slow_s``.
+* ``hang``: reads the request and never answers (``hang_probe``: the probe too); ``slow``: the head,
+  then the body one byte every ``slow_s`` (``slow_probe``: the probe too).
 
 ``GET /version`` answers a version string carrying the key and escapes; ``GET /health`` 200.
 """
@@ -42,8 +43,9 @@ class HostileServer:
     """Threaded raw-socket server; ``base_url``; ``close()``. ``hang_probe``: the dialect probe
     hangs too (a server that answers readiness but never completes)."""
 
-    def __init__(self, hang_probe: bool = False, slow_s: float = 5.0, issue_probe: bool = False) -> None:
-        self.hang_probe, self.slow_s, self.issue_probe = hang_probe, slow_s, issue_probe
+    def __init__(self, hang_probe: bool = False, slow_s: float = 5.0, issue_probe: bool = False,
+                 slow_probe: bool = False) -> None:
+        self.hang_probe, self.slow_s, self.issue_probe, self.slow_probe = hang_probe, slow_s, issue_probe, slow_probe
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -106,6 +108,8 @@ class HostileServer:
         if word == "Hello" or word == "ids":
             if self.hang_probe:
                 return self._hang(conn)
+            if self.slow_probe:
+                return self._slow(conn)
             if word == "ids":
                 return self._reply(conn, 400, json.dumps({"error": f"prompt must be a string ({auth})"}).encode())
             if "ignore_eos" in req and self.issue_probe:
@@ -139,11 +143,12 @@ class HostileServer:
         return self._reply(conn, 200, _ok_chunk(), sse=True)
 
     def _hang(self, conn: socket.socket) -> None:
-        self._stop.wait(120)
+        self._stop.wait(3600)
 
     def _slow(self, conn: socket.socket) -> None:
-        data = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + _ok_chunk()
-        for b in data:
+        """Slowloris: the head at once, then the body one byte every ``slow_s``."""
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        for b in _ok_chunk():
             conn.sendall(bytes([b]))
             if self._stop.wait(self.slow_s):
                 return

@@ -104,6 +104,13 @@ class OpenAIEngine:
             self.ready_timeout = float(args.get("ready_timeout", 30.0))
         except (TypeError, ValueError):
             raise EngineError(f"[engines.{name}] ready_timeout: must be a number of seconds, got {args.get('ready_timeout')!r}") from None
+        if not self.ready_timeout > 0:
+            raise EngineError(f"[engines.{name}] ready_timeout: must be > 0, got {self.ready_timeout}")
+        # a server that answers readiness but hangs on completions holds the start and each warm-up
+        # request this long, not the request timeout (issue 31)
+        self.probe_timeout = min(self.timeout, self.ready_timeout)
+        self.warmup_timeout = min(self.timeout, 2 * self.ready_timeout)
+        self.waiting_for = ""  # what the start waits for now (the engine manager's progress line)
         self.start_notes: list[str] = []  # what start() learned, said once by the engine manager
         self.no_counters = False  # metrics_path did not answer at start: counters() asks no more
         self._texts: dict[tuple[int, ...], str] = {}
@@ -184,6 +191,7 @@ class OpenAIEngine:
             notes.append(counters)
         d.notes.clear()
         self.start_notes = notes
+        self.waiting_for = ""
         self._started = True
 
     def stop(self) -> None:
@@ -266,8 +274,11 @@ class OpenAIEngine:
         api = request.api or self.api
         record.tag = record.tag or request.tag
         record.expected_prompt_tokens = request.prompt_tokens
+        limit = self.warmup_timeout if record.warmup else None
         for _ in range(4):
-            response = await self.exchange(request, record, clock, api)
+            response = await self.exchange(request, record, clock, api, limit)
+            if limit is not None and record.error is not None and record.error.startswith("timeout"):
+                record.error = f"{record.error} (the warm-up deadline: 2 x ready_timeout)"
             if response is None or not self._learn(response, request):
                 return
             record.error = None
@@ -285,8 +296,11 @@ class OpenAIEngine:
         print(f"perfgate: engine {self.name!r}: {clean(d.notes[-1])}", file=sys.stderr, flush=True)
         return True
 
-    async def exchange(self, request: Request, record: RequestRecord, clock: Clock, api: str) -> Response | None:
-        """One request on the wire into ``record``; the response (None: the request could not be built)."""
+    async def exchange(self, request: Request, record: RequestRecord, clock: Clock, api: str,
+                       timeout: float | None = None) -> Response | None:
+        """One request on the wire into ``record`` within ``timeout`` seconds (default: the engine's
+        ``timeout``); the response (None: the request could not be built)."""
+        limit = timeout or self.timeout
         try:
             payload = self._payload(request, api)
         except (ValueError, TypeError) as e:
@@ -294,7 +308,7 @@ class OpenAIEngine:
             return None
         response = Response(api)
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(limit):
                 record.sent_ns = clock()  # replaced by the transport's stamp at the socket write
                 try:
                     await self.transport.stream(_ENDPOINTS[api], payload, clock, response)
@@ -302,7 +316,7 @@ class OpenAIEngine:
                     response.stamps_into(record)
         except TimeoutError:
             n = response.events_received()
-            record.error = f"timeout: no complete answer within {self.timeout:g} s ({n} events received)"
+            record.error = f"timeout: no complete answer within {limit:g} s ({n} events received)"
         except asyncio.CancelledError:  # cancelled from outside (run budget, Ctrl-C): keep the chunks received
             n = response.events_received()
             record.error = (f"cancelled: the run ended this request after {n} events" if 0 < response.status < 400

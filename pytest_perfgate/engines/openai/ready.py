@@ -31,15 +31,19 @@ class OpenAIEngine(Protocol):
     api: str
     metrics_path: str
     ready_timeout: float
+    probe_timeout: float
+    waiting_for: str
     transport: Transport
     dialect: Dialect
     no_counters: bool
 
-    async def exchange(self, request: Request, record: RequestRecord, clock: Clock, api: str) -> Response | None: ...
+    async def exchange(self, request: Request, record: RequestRecord, clock: Clock, api: str,
+                       timeout: float | None = None) -> Response | None: ...
 
     def error_body(self, body: bytes) -> str: ...
 
 HEALTH_PATHS = ("/health", "/v1/models")
+_UNFINISHED = ("timeout", "connection", "cancelled", "stream ended without")
 PROBE_TEXT = "Hello"
 PROBE_IDS = (1, 2, 3)  # in every vocabulary; the answer's tokens do not matter
 
@@ -48,6 +52,7 @@ async def wait_ready(eng: OpenAIEngine) -> str:
     """Until the server answers (see the module docstring); returns what answered."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + eng.ready_timeout
+    eng.waiting_for = f"an answer at {eng.base_url} (GET {' or '.join(HEALTH_PATHS)}; ready_timeout {eng.ready_timeout:g} s)"
     seen = ""
     while True:
         left = deadline - loop.time()
@@ -84,8 +89,18 @@ async def _unreachable(eng: OpenAIEngine) -> str:
 
 async def _one(eng: OpenAIEngine, prompt: str | tuple[int, ...]) -> tuple[RequestRecord, Response | None]:
     rec = RequestRecord(index=-1)
-    response = await eng.exchange(Request(prompt=prompt, max_tokens=1, api=eng.api), rec, clock, eng.api)  # type: ignore[arg-type]
+    eng.waiting_for = f"the dialect probe's one-token answer (deadline {eng.probe_timeout:g} s: ready_timeout)"
+    try:
+        response = await eng.exchange(Request(prompt=prompt, max_tokens=1, api=eng.api), rec, clock, eng.api,  # type: ignore[arg-type]
+                                      eng.probe_timeout)
+    finally:
+        eng.waiting_for = ""
     return rec, response
+
+
+def unfinished(rec: RequestRecord) -> bool:
+    """A probe that got no complete answer (timed out, cut, a stream that never ended): it concludes nothing."""
+    return rec.error is not None and rec.error.startswith(_UNFINISHED)
 
 
 async def probe(eng: OpenAIEngine) -> None:
@@ -104,16 +119,22 @@ async def probe(eng: OpenAIEngine) -> None:
         else:
             break
         rec, resp = await _one(eng, PROBE_TEXT)
-    if resp is None or resp.status != 200:
-        cause = f"HTTP {resp.status}" if resp is not None and resp.status else (rec.error or "no answer")
-        d.decided = f"{d.name} (dialect = \"auto\": not decided, the one-token probe got {cause.split(':')[0]}; " \
+    if resp is None or resp.status != 200 or unfinished(rec):
+        if unfinished(rec):  # e.g. "timeout: no complete answer within 30 s (0 events received)"
+            cause = f"no complete answer ({rec.error})"
+        else:
+            cause = f"HTTP {resp.status}" if resp is not None and resp.status else (rec.error or "no answer").split(":")[0]
+        d.decided = f"{d.name} (dialect = \"auto\": not decided, the one-token probe got {cause}; " \
                     "a field a 400/422 names is dropped when a request meets it)"
         return
     d.done = resp.done_seen()
     if eng.api == "completions" and d.token_ids:
         rec, resp = await _one(eng, PROBE_IDS)
         status = resp.status if resp is not None else 0
-        if status != 200:
+        if unfinished(rec):
+            d.notes.append(f"dialect: token-id prompts not decided (the probe got no complete answer: {rec.error}); "
+                           "still sent as token ids")
+        elif status != 200:
             body = eng.error_body(resp.body) if resp is not None and status in (400, 422) else ""
             d.drop({TOKEN_IDS}, reason(status, body) if body else (f"HTTP {status}" if status else str(rec.error)))
     took = [n for n, ok in (("ignore_eos", d.ignore_eos), ("continuous_usage_stats", d.continuous_usage_stats and d.stream_options),
