@@ -24,6 +24,7 @@ from itertools import repeat
 from typing import Protocol
 
 from ...contract import Clock
+from .sse import BODY_LIMIT, EVENT_LIMIT, event_too_large
 
 _HEAD_LIMIT = 64 * 1024
 _LAST_CHUNK = b"0\r\n\r\n"
@@ -66,6 +67,10 @@ class ProtocolError(RawHTTPError):
     """The server's bytes are not HTTP/1.x as we understand it."""
 
 
+class TooLargeError(ProtocolError):
+    """A body or SSE event over its limit; ``str()`` is the record's cause."""
+
+
 class ChunkSink(Protocol):
     """Takes a chunked body's payloads as they complete; False: not the shape it expects."""
 
@@ -78,8 +83,8 @@ class Exchange:
     """One request and its response as received: raw body reads with their arrival times."""
 
     __slots__ = ("status", "reason", "headers", "times", "reads", "spans", "complete", "lost", "keep_alive",
-                 "head_t", "_body_len", "lazy", "bulk", "sink", "_pend", "_pend_ends", "_pend_times", "sent_t",
-                 "connect_ns")
+                 "head_t", "_body_len", "lazy", "bulk", "sink", "_pend", "_pend_len", "_pend_ends", "_pend_times",
+                 "_need", "sent_t", "connect_ns")
 
     def __init__(self) -> None:
         self.status = 0
@@ -97,9 +102,11 @@ class Exchange:
         self.bulk = False  # chunked body stepped over in bulk so far: every payload went to ``sink``
         # called from buffer_updated (after the clock was read) with each read's completed chunks
         self.sink: ChunkSink | None = None
-        self._pend = b""  # bytes after the last complete chunk (from a chunk boundary)
-        self._pend_ends: list[int] = []
+        self._pend: list[bytes] = []  # the reads (pieces) after the last complete chunk (from a chunk boundary)
+        self._pend_len = 0
+        self._pend_ends: list[int] = []  # where each of those reads ends in them, and when it arrived
         self._pend_times: list[int] = []
+        self._need = 0  # bytes the pending chunk still needs before it completes (0: not known)
         # the clock just before the request's bytes were handed to the socket (after any connect),
         # and the time spent opening a new connection for it (None: a kept-alive one was reused)
         self.sent_t: int | None = None
@@ -151,6 +158,13 @@ class Exchange:
         line, payload) pair must satisfy ``int(size, 16) == len(payload)``: a full check of the
         framing (a payload holding CRLF fails it, and the framing is walked instead).
         """
+        if self._need > len(data):  # a big chunk still incomplete: keep the read, look at nothing (linear)
+            self._pend.append(data)
+            self._pend_len += len(data)
+            self._pend_ends.append(self._pend_len)
+            self._pend_times.append(t)
+            self._need -= len(data)
+            return _MORE
         sink = self.sink
         pend = self._pend
         if not pend:  # paced streams: a read is exactly one chunk
@@ -163,7 +177,7 @@ class Exchange:
                 if size and i + size + 4 == len(data):
                     return _MORE if sink is None or sink.chunk(t, data[i + 2:-2]) else _WALK
         if pend:
-            buf = pend + data
+            buf = b"".join([*pend, data])
             ends = [*self._pend_ends, len(buf)]
             times = [*self._pend_times, t]
         else:
@@ -202,12 +216,14 @@ class Exchange:
             return _COMPLETE
         consumed = sum(lens) + sum(map(len, hexes)) + 4 * len(hexes)
         if consumed < len(buf):
-            self._pend = buf[consumed:]
+            rest = buf[consumed:]
+            self._pend, self._pend_len = [rest], len(rest)
             keep = [k for k, e in enumerate(ends) if e > consumed]  # the reads that carried it
             self._pend_ends = [ends[k] - consumed for k in keep]
             self._pend_times = [times[k] for k in keep]
+            self._need = _missing(rest)
         elif pend:
-            self._pend, self._pend_ends, self._pend_times = b"", [], []
+            self._pend, self._pend_len, self._pend_ends, self._pend_times, self._need = [], 0, [], [], 0
         return _MORE
 
     def _materialize(self) -> None:
@@ -221,6 +237,19 @@ class Exchange:
             w._chunked(b"".join(self.reads), 0)
         except (ProtocolError, ValueError):
             self.lost = True
+
+
+def _missing(rest: bytes) -> int:
+    """Bytes still to come before the chunk that ``rest`` starts (size line, payload, CRLF) is
+    complete; 0 when its size line is not complete (or not a size: the next read walks it)."""
+    i = rest.find(b"\r\n", 0, 18)
+    if i <= 0:
+        return 0
+    try:
+        size = int(rest[:i], 16)
+    except ValueError:
+        return 0
+    return max(0, i + 2 + size + 2 - len(rest))
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -249,6 +278,7 @@ class Connection(asyncio.BufferedProtocol):
         self._skip = 0  # chunked: bytes to step over (payload + CRLF)
         self._line = b""  # chunked: partial size line / trailer carried to the next read
         self._pos = 0  # body bytes received (body coordinates of the next read)
+        self._open = 0  # bytes of a success body since its last blank line (the SSE event being received)
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -301,6 +331,7 @@ class Connection(asyncio.BufferedProtocol):
             base = self._pos
             self._pos += len(data)
             ex._body_len = self._pos
+            self._bound(data, ex.status)
             mode = self._mode
             if mode is _CHUNKED:
                 if ex.bulk:  # the common case, in bulk; else walk the framing in Python from the start
@@ -322,6 +353,18 @@ class Connection(asyncio.BufferedProtocol):
                     self._wake()
         except (ProtocolError, ValueError) as e:
             self._fail(e)
+
+    def _bound(self, data: bytes, status: int) -> None:
+        """Bodies over :data:`.sse.BODY_LIMIT` and SSE events over :data:`.sse.EVENT_LIMIT` end the
+        exchange (:class:`TooLargeError`, its cause named). An event's end is a blank line found in
+        this read; a blank line cut by a read boundary counts the event on, a bound not an exact size."""
+        if self._pos > BODY_LIMIT:
+            raise TooLargeError(f"response body over {BODY_LIMIT >> 20} MiB (not read further)")
+        if status < 300:
+            j = max(data.rfind(b"\n\n"), data.rfind(b"\n\r\n"))
+            self._open = self._open + len(data) if j < 0 else len(data) - j
+            if self._open > EVENT_LIMIT:
+                raise TooLargeError(str(event_too_large(self._open)))
 
     def eof_received(self) -> bool | None:
         return False  # close the transport; connection_lost follows
@@ -429,6 +472,7 @@ class Connection(asyncio.BufferedProtocol):
         self.ex, self.clock, self.waiter = ex, clock, waiter
         self._request_method = method
         self._mode, self._head, self._left, self._skip, self._line, self._pos = _HEAD, b"", 0, 0, b"", 0
+        self._open = 0
 
     def _fail(self, e: BaseException) -> None:
         ex = self.ex

@@ -37,49 +37,68 @@ except ImportError:  # pragma: no cover - msgspec not installed
 Event = tuple[int, bytes]  # (arrival ns, event bytes without the blank line)
 
 EAGER_EVENTS = 8  # a read with at most this many events is decoded at once (see FastDecoder.feed)
+EVENT_LIMIT = 8 << 20  # bytes of one SSE event (a hostile or broken server: one 50 MB event)
+BODY_LIMIT = 256 << 20  # bytes of one response body
 _DONE_EVENTS = (b"data: [DONE]", b"data:[DONE]")
 _DONE_CHUNKS = (b"data: [DONE]\n\n", b"data:[DONE]\n\n")
+
+
+class TooLarge(ValueError):
+    """An SSE event over :data:`EVENT_LIMIT` or a body over :data:`BODY_LIMIT`; ``str()`` is the cause."""
+
+
+def event_too_large(size: int) -> TooLarge:
+    return TooLarge(f"SSE event over {EVENT_LIMIT >> 20} MiB: {size / (1 << 20):.1f} MiB without a blank line "
+                    "(not read further)")
 
 
 class EventSplitter:
     """SSE events from bytes fed read by read: an event ends at a blank line (``\\r\\n`` is read as
     ``\\n``) and is stamped with the read that carried that blank line; ``data: [DONE]`` sets
-    :attr:`done_ns` and ends the stream (later bytes are ignored)."""
+    :attr:`done_ns` and ends the stream (later bytes are ignored). Linear in the bytes fed (an
+    event that spans many reads is appended to, never copied or scanned again); an incomplete event
+    over :data:`EVENT_LIMIT` raises :class:`TooLarge`."""
 
     __slots__ = ("events", "done_ns", "_buf")
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.done_ns: int | None = None
-        self._buf = b""
+        self._buf = bytearray()
 
     def feed(self, data: bytes, t: int) -> bool:
         """Add one read that arrived at ``t``; True once the stream ended with ``[DONE]``."""
         if self.done_ns is not None:
             return True
-        buf = self._buf + data if self._buf else data
-        if b"\r" in buf:  # a trailing \r stays in the rest and pairs with the next read's \n
-            buf = buf.replace(b"\r\n", b"\n")
+        buf = self._buf
+        if buf and buf[-1] == 13 and data[:1] == b"\n":  # a \r that ended the last read pairs with this \n
+            del buf[-1]
+        if b"\r" in data:  # a trailing \r stays and pairs with the next read's \n
+            data = data.replace(b"\r\n", b"\n")
+        scan = max(0, len(buf) - 1)  # a blank line may straddle the two reads; nothing before it is one
+        buf += data
         start = 0
         find, append = buf.find, self.events.append
-        while True:
-            i = find(b"\n\n", start)
-            if i < 0:
-                break
-            ev = buf[start:i]
+        i = find(b"\n\n", scan)
+        while i >= 0:
+            ev = bytes(buf[start:i])
             start = i + 2
             if ev in _DONE_EVENTS:
-                self.done_ns, self._buf = t, b""
+                self.done_ns, self._buf = t, bytearray()
                 return True
             append((t, ev))
-        self._buf = buf[start:]
+            i = find(b"\n\n", start)
+        if start:
+            del buf[:start]
+        if len(buf) > EVENT_LIMIT:
+            raise event_too_large(len(buf))
         return False
 
     def close(self, t: int) -> None:
         """End of the body: non-blank bytes after the last blank line become a last event."""
         if self.done_ns is None and self._buf.strip():
-            self.events.append((t, self._buf))
-        self._buf = b""
+            self.events.append((t, bytes(self._buf)))
+        self._buf = bytearray()
 
 
 class ChunkEvents:

@@ -11,7 +11,10 @@ from typing import Any
 import aiohttp
 
 from ...contract import Clock
+from .sse import BODY_LIMIT, TooLarge
 from .transport import Response, TransportError
+
+_ERROR_BODY_LIMIT = 1 << 16  # bytes of an HTTP error body read (the cause shows 200 characters)
 
 
 class AiohttpTransport:
@@ -54,21 +57,27 @@ class AiohttpTransport:
                 stamps.into(response)
                 response.status = resp.status
                 if resp.status >= 400:
-                    response.body = await resp.read()
+                    response.body = await resp.content.read(_ERROR_BODY_LIMIT)
                     return
                 if 300 <= resp.status < 400:
                     response.location = resp.headers.get("Location")
                     return
                 readany = resp.content.readany
+                total = 0
                 while True:
                     data = await readany()
                     t = clock()  # first: before any parsing
                     if not data:
                         break
+                    total += len(data)
+                    if total > BODY_LIMIT:
+                        raise TooLarge(f"response body over {BODY_LIMIT >> 20} MiB (not read further)")
                     if splitter.feed(data, t):
                         await _drain(resp.content)
                         return
                 splitter.close(clock())
+        except TooLarge as e:
+            raise TransportError(str(e), keep_events=True) from None
         except aiohttp.ClientConnectorError as e:
             cause = "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else "cannot connect"
             raise TransportError(f"{cause}: {e.host}:{e.port}") from None

@@ -11,14 +11,15 @@ that TCP setup never lands in TTFT or E2E.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...contract import Clock
-from .http1 import RECV_SIZE, ConnectError, Connection, Exchange, RawHTTPError
-from .sse import ChunkEvents
+from .http1 import RECV_SIZE, ConnectError, Connection, Exchange, RawHTTPError, TooLargeError
+from .sse import ChunkEvents, TooLarge
 from .transport import Response, TransportError
 
 _DNS_TTL_S = 300.0
@@ -176,13 +177,16 @@ class RawTransport:
             ex = await self._client.request("POST", self._prefix + path, payload, clock, on_exchange=on_exchange)
         except ConnectError as e:
             raise TransportError(f"{'connection refused' if e.refused else 'cannot connect'}: {e.host}:{e.port}") from None
+        except TooLargeError as e:
+            raise TransportError(str(e)) from None
         except RawHTTPError as e:
             raise TransportError(f"connection error: {type(e).__name__}: {e}") from None
         except BaseException:  # cancelled (a timeout): keep what arrived
             if live and live[-1].head_done:
                 response.status = live[-1].status
-                if response.status < 400:
-                    split_events(live[-1], response)
+                if response.status < 300:
+                    with contextlib.suppress(TooLarge):
+                        split_events(live[-1], response)
             raise
         finally:
             if live:
@@ -198,7 +202,10 @@ class RawTransport:
             return
         if ex.bulk and ex.complete:  # the common case: every event already went to response.chunks
             return
-        split_events(ex, response)
+        try:
+            split_events(ex, response)
+        except TooLarge as e:
+            raise TransportError(str(e), keep_events=True) from None
         if response.splitter.done_ns is None and ex.lost:
             raise TransportError(f"connection closed mid-stream: after {len(response.splitter.events)} events",
                                  keep_events=True)
