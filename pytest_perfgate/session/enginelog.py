@@ -18,6 +18,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from ..runtime.redaction import clean
+
 TAIL_LINES = 15
 
 
@@ -189,7 +191,8 @@ class LoggedEngines:
         quoted = [ln for ln in rest if ln.strip() and not ln.startswith("--- ")]
         # A server engine quotes its own log (its error is at the end): those lines, which go into
         # ``path`` with the failure; an in-process engine's output is already in ``path``.
-        shown = quoted[-TAIL_LINES:] if quoted else tail(path)
+        # the server's own words: made printable (a launched server's colours, a hostile one's escapes)
+        shown = [clean(ln, 300, lines=True) for ln in (quoted[-TAIL_LINES:] if quoted else tail(path))]
         text = f"{head}\nlast {len(shown)} lines of {path}:" if shown else f"{head}\nlog: {path}"
         return text + "".join("\n  " + ln for ln in shown)
 

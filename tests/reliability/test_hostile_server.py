@@ -199,3 +199,15 @@ def test_every_cause_is_cleaned_where_it_is_set() -> None:
 
     run = run_load(Raising(), [Request("p", 1)], LoadConfig(num_requests=1))  # type: ignore[arg-type]
     assert run.records[0].error == "engine raised: RuntimeError: server said ***\\x1b[2J"
+
+
+def test_a_failed_starts_log_tail_is_shown_printable(tmp_path: Path) -> None:
+    import contextlib
+
+    from pytest_perfgate.session.enginelog import LoggedEngines
+
+    log = tmp_path / "e.log"
+    log.write_text("  indented line\n\x1b[31mred\x1b[0m\rX\n")
+    logged = LoggedEngines(object(), tmp_path, contextlib.nullcontext, RuntimeError)
+    text = logged.failure_text("engine 'e' failed to start: boom", log, True)
+    assert "\n    indented line\n  \\x1b[31mred\\x1b[0m" in text and _printable(text)
