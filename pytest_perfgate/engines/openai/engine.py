@@ -274,7 +274,7 @@ class OpenAIEngine:
         api = request.api or self.api
         record.tag = record.tag or request.tag
         record.expected_prompt_tokens = request.prompt_tokens
-        limit = self.warmup_timeout if record.warmup else None
+        limit = self.warmup_timeout if record.warmup and self.warmup_timeout < self.timeout else None
         for _ in range(4):
             response = await self.exchange(request, record, clock, api, limit)
             if limit is not None and record.error is not None and record.error.startswith("timeout"):
