@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .scaffold import extend as add_init
 
     add_init(sub)  # perfgate init: a project in your own repository (scaffold.py)
+    from .gate import extend as add_gate
+
+    add_gate(sub)  # perfgate gate: thresholds.toml decided on another tool's benchmark results (gate.py)
     from ..preflight.cli import extend as add_preflight
 
     add_preflight(sub)  # perfgate check: every vLLM engine's config built with vLLM's classes (preflight/)
