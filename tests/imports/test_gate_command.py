@@ -151,3 +151,17 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert rc == 4 and "missing.json: no such file or folder" in err
     assert main(["gate", "--list-formats"]) == 0
     assert "vllm-bench" in capsys.readouterr().out
+
+
+def test_init_scaffolds_the_results_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["init", "--results", str(REAL)]) == 0
+    out = capsys.readouterr().out
+    assert f"run: perfgate gate {REAL}" in out
+    text = (tmp_path / "thresholds.toml").read_text()
+    assert "[gates.itl_p99]" in text and "[engines." not in text
+    rc = main(["gate", str(REAL)])
+    out = capsys.readouterr().out
+    assert rc in (0, 1) and "ttft_p95" in out and "perfgate: wrote perfgate-results/gates.xml" in out
+    assert main(["init", "--results", str(tmp_path / "nope.json"), "--force"]) == 4
