@@ -75,8 +75,8 @@ def _record(path: Path, no: int, doc: Any, tokens: str) -> RequestRecord:
         return r
     ttft = _time_ns(path, m, "time_to_first_token", rec)
     gaps = _time_ns(path, m, "inter_chunk_latency", rec, many=True) if "inter_chunk_latency" in m else []
-    times = start + ttft + np.concatenate(([0.0], np.cumsum(gaps)))
-    r.chunk_ns = [int(t) for t in np.rint(times)]
+    offsets = np.rint(ttft + np.concatenate(([0.0], np.cumsum(gaps)))).astype(np.int64)  # ns from the start:
+    r.chunk_ns = [start + int(t) for t in offsets]  # added as integers (float64 of 1.8e18 ns is 256 ns coarse)
     r.output_tokens = _count(m, "output_sequence_length")
     if r.output_tokens is None:
         raise ResultsError(path, "missing", record=rec, field="metrics.output_sequence_length")

@@ -120,3 +120,23 @@ def test_every_peer_file_is_detected_not_confused(tmp_path: Path) -> None:
              "inference-perf": inference_perf(tmp_path / "i.json"),
              "vllm-bench": Path(__file__).parent / "data" / "vllm-bench-serve.json"}
     assert {name: find(p).name for name, p in files.items()} == {n: n for n in files}
+
+
+REAL_AIPERF = Path(__file__).parent / "data" / "aiperf" / "profile_export.jsonl"
+
+
+def test_real_aiperf_export_matches_its_own_aggregate() -> None:
+    """AIPerf 0.13.0's own export (data/README.md): perfgate's samples of it give AIPerf's own means
+    and np.percentile figures (profile_export_aiperf.json), to the nanosecond rounding of the file."""
+    import numpy as np
+
+    run = perfgate.load_results(REAL_AIPERF)
+    agg = json.loads((REAL_AIPERF.parent / "profile_export_aiperf.json").read_text())
+    assert len(run.records) == agg["request_count"]["avg"] == 20 and run.source.token_counts == "server"
+    for metric, tag in (("ttft", "time_to_first_token"), ("itl", "inter_chunk_latency"), ("e2e", "request_latency"),
+                        ("tpot", "inter_token_latency")):  # AIPerf's "inter_token_latency" is perfgate's TPOT
+        v = np.asarray(_values(run, metric)) * 1000
+        assert agg[tag]["unit"] == "ms"
+        assert v.mean() == pytest.approx(agg[tag]["avg"], abs=1e-5), metric
+        for q in (50, 90, 99):
+            assert np.percentile(v, q) == pytest.approx(agg[tag][f"p{q}"], abs=1e-5), (metric, q)
