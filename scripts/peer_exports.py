@@ -37,7 +37,51 @@ def commands(tool: str, url: str, model: str, tokenizer: str, n: int, out: Path)
                 "--concurrency", str(IN_FLIGHT), "--isl", str(PROMPT), "--osl", str(OUTPUT), "--extra-inputs",
                 "ignore_eos:true", "--use-server-token-count", "--random-seed", "7", "--artifact-dir", str(out),
                 "--ui-type", "none"]
+    if tool == "guidellm":  # guidellm's README (main, 2026-08): `guidellm run --backend ... --profile ... --data ...`
+        return [str(VENVS / "guidellm" / "bin" / "guidellm"), "run", "--backend",
+                f"kind=openai_http,target={url}", "--model", model, "--processor", tokenizer, "--profile",
+                f"kind=concurrent,streams={IN_FLIGHT}", "--constraint", f"kind=max_requests,count={n}", "--data",
+                f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={OUTPUT}", "--output-dir", str(out)]
+    if tool == "inference-perf":
+        cfg = out / "config.yml"
+        dist = "{{min: {n}, max: {n}, mean: {n}, std_dev: 0, total_count: 1000}}"
+        cfg.write_text(INFERENCE_PERF.format(rate=IN_FLIGHT / 2, seconds=max(1, n // 2), model=model, url=url,
+                                             tokenizer=tokenizer, out=out, inp=dist.format(n=PROMPT),
+                                             outp=dist.format(n=OUTPUT)))
+        return [str(VENVS / "inference-perf" / "bin" / "inference-perf"), "--config_file", str(cfg)]
     raise ValueError(f"unknown tool {tool!r}")
+
+
+# inference-perf: a constant rate for n/2 s at 2 req/s (about n requests), per-request report on
+INFERENCE_PERF = """\
+load:
+  type: constant
+  stages:
+  - rate: {rate}
+    duration: {seconds}
+api:
+  type: completion
+  streaming: true
+server:
+  type: vllm
+  model_name: {model}
+  base_url: {url}
+  ignore_eos: true
+tokenizer:
+  pretrained_model_name_or_path: {tokenizer}
+data:
+  type: random
+  input_distribution: {inp}
+  output_distribution: {outp}
+report:
+  request_lifecycle:
+    summary: true
+    per_stage: false
+    per_request: true
+storage:
+  local_storage:
+    path: {out}
+"""
 
 
 def version(tool: str) -> str:

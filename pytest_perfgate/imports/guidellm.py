@@ -28,9 +28,9 @@ from .registry import Format
 from .run import ImportedRun, Source
 
 NAME = "guidellm"
-TOOL = "guidellm benchmark"
+TOOL = "guidellm run"
 VERSIONS = (1, 2)
-MORE = "guidellm benchmark --max-requests {n} (with --output-sampling {n} or none, so that every request is kept)"
+MORE = "guidellm run --constraint kind=max_requests,count={n} (with no sample size, or one of at least {n}, to keep them all)"
 
 
 def detect(path: Path, head: str) -> bool:

@@ -174,7 +174,7 @@ def write(
     for p, d in enumerate(parts):
         lines.append(_part_line(p, d, run_index, gate.metric))
     tmp = path.with_name(path.name + ".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as f:
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as f:  # 6 -> 1: 3x faster on a big run
         for line in lines:
             f.write(json.dumps(line, allow_nan=False, default=str, separators=(",", ":")) + "\n")
     tmp.replace(path)

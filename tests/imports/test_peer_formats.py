@@ -83,7 +83,7 @@ def test_guidellm_has_no_chunk_times(tmp_path: Path) -> None:
     run = perfgate.load_results(guidellm(tmp_path / "benchmarks.json"))
     _check_common(run, "guidellm", ("ttft", "e2e", "tpot"))
     assert not run.source.per_chunk and run.source.version == "0.8.1"
-    with pytest.raises(SampleError, match=r"itl: guidellm benchmark \(guidellm\) keeps no per-chunk times"):
+    with pytest.raises(SampleError, match=r"itl: guidellm run \(guidellm\) keeps no per-chunk times"):
         run.perfgate_data("itl")
     assert any("1 incomplete request(s)" in n for n in run.notes())
 
@@ -140,3 +140,26 @@ def test_real_aiperf_export_matches_its_own_aggregate() -> None:
         assert v.mean() == pytest.approx(agg[tag]["avg"], abs=1e-5), metric
         for q in (50, 90, 99):
             assert np.percentile(v, q) == pytest.approx(agg[tag][f"p{q}"], abs=1e-5), (metric, q)
+
+
+REAL_IP = Path(__file__).parent / "data" / "inference-perf" / "per_request_lifecycle_metrics.json"
+
+
+def test_real_inference_perf_export_against_its_own_summary() -> None:
+    """inference-perf 0.7.0's own export (data/README.md): TTFT is its TTFT (np.percentile, linear);
+    E2E differs by definition (its request_latency runs to the end of the response, perfgate's to the
+    last chunk); its per-token ITL has a median of 0 (tokens of one chunk share a time), perfgate's
+    per-chunk ITL does not."""
+    import numpy as np
+
+    run = perfgate.load_results(REAL_IP)
+    lat = json.loads((REAL_IP.parent / "summary_lifecycle_metrics.json").read_text())["successes"]["latency"]
+    assert len(run.records) == 20 and run.source.token_counts == "server"
+    ttft = np.asarray(_values(run, "ttft"))
+    assert ttft.mean() == pytest.approx(lat["time_to_first_token"]["mean"], abs=1e-8)
+    for q, key in ((50, "median"), (90, "p90"), (99, "p99")):
+        assert np.percentile(ttft, q) == pytest.approx(lat["time_to_first_token"][key], abs=1e-8)
+    to_end = np.asarray([(r.end_ns or 0) - r.sent_ns for r in run.successful]) / 1e9
+    assert to_end.mean() == pytest.approx(lat["request_latency"]["mean"], abs=1e-8)
+    assert np.mean(_values(run, "e2e")) < to_end.mean()  # to the last chunk: before the end of the response
+    assert lat["inter_token_latency"]["median"] == 0.0 and np.median(_values(run, "itl")) > 0
