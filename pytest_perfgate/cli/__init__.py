@@ -2,7 +2,8 @@
 
 ``perfgate models make [--out DIR] [--force]``: generate (or reuse from the cache) the tiny test
 models and print their paths and the time taken. The results commands (check, gates, show, diff,
-history, report, evaluate) live in :mod:`pytest_perfgate.cli.commands`.
+history, report, evaluate) live in :mod:`pytest_perfgate.cli.commands`; ``perfgate gate`` (other
+tools' benchmark exports decided) in :mod:`pytest_perfgate.cli.gate`.
 """
 
 from __future__ import annotations

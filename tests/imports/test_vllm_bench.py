@@ -143,3 +143,31 @@ def test_a_sweep_folder_is_one_run_per_level(tmp_path: Path) -> None:
     runs = load_runs(tmp_path)
     assert list(runs) == ["BENCH-request_rate=2", "BENCH-request_rate=4"]
     assert len(runs["BENCH-request_rate=2"].records) == 48 and runs["BENCH-request_rate=4"].source.format == "vllm-sweep"
+
+
+def test_entry_point_formats_are_loaded_and_a_broken_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    from pytest_perfgate.imports import registry
+
+    class EP:
+        def __init__(self, name: str, obj: Any) -> None:
+            self.name, self.value, self._obj = name, f"pkg.mod:{name}", obj
+
+        def load(self) -> Any:
+            if isinstance(self._obj, Exception):
+                raise self._obj
+            return self._obj
+
+    plugin = Format("from-ep", "a plug-in's format", lambda p, head: False, lambda p: [])
+    saved = dict(registry._FORMATS)
+    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_FORMATS", {})
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [EP("from-ep", plugin)])
+    assert formats()["from-ep"] is plugin and "vllm-bench" in formats()
+    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(registry, "_FORMATS", {})
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [EP("broken", ImportError("no module x"))])
+    with pytest.raises(ResultsError, match=r"entry point broken \(pkg.mod:broken\): could not be loaded: no module x"):
+        formats()
+    monkeypatch.setattr(registry, "_FORMATS", saved)
