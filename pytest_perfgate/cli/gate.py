@@ -36,6 +36,8 @@ def extend(sub: Any) -> None:
     p.add_argument("--out", default="perfgate-results", metavar="DIR", help="results directory (default perfgate-results)")
     p.add_argument("--warmup", type=int, default=0, metavar="K", help="drop the first K requests of each run (by send time)")
     p.add_argument("--format", metavar="F", help="the files' format (default: detected); see --list-formats")
+    p.add_argument("--baseline", metavar="REF", help="compare each gate with a stored run, as --perfgate-baseline "
+                   "(a run id, 'latest', a results directory); a regression beyond the gate's tolerance fails it")
     p.add_argument("--list-formats", action="store_true", help="print the known formats and exit")
     p.set_defaults(func=run)
 
@@ -57,7 +59,11 @@ def run(ns: argparse.Namespace) -> int:
     th = _thresholds(ns.thresholds)
     got = read_inputs(list(ns.results), list(ns.run), ns.format, ns.warmup)
     todo = plan(th.gates, got)
-    verdicts, rows, written = _decide(th, todo, Path(ns.out))
+    try:
+        verdicts, rows, written = _decide(th, todo, Path(ns.out), ns.baseline)
+    except ValueError as e:  # a --baseline that names nothing usable
+        print(f"perfgate gate: --baseline {ns.baseline}: {e}", file=sys.stderr)
+        return BAD
     _print(verdicts, rows, got, written, th)
     if got.problems:
         return BAD
@@ -66,18 +72,18 @@ def run(ns: argparse.Namespace) -> int:
     return FAILED if bad or not verdicts else OK
 
 
-def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path
+def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str | None = None
             ) -> tuple[list[Any], list[dict[str, Any]], list[Path]]:
     """Every (gate, data, label) evaluated and recorded; the results directory written."""
     from ..session.perfgate import Perfgate, RunState, verdict_properties
+    from ..session.startup import live_store
     from ..store.decisions import now_iso
-    from ..store.live import LiveStore
 
     if not todo:
         return [], [], []
     out.mkdir(parents=True, exist_ok=True)
     st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
-    live = LiveStore(out, th, st.run_id)
+    live = live_store(baseline, st, Path.cwd())
     started = now_iso()
     verdicts = []
     for g, data, label in todo:

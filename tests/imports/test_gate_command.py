@@ -165,3 +165,18 @@ def test_init_scaffolds_the_results_mode(tmp_path: Path, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert rc in (0, 1) and "ttft_p95" in out and "perfgate: wrote perfgate-results/gates.xml" in out
     assert main(["init", "--results", str(tmp_path / "nope.json"), "--force"]) == 4
+
+
+def test_baseline_regression_on_imported_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    extra = '\n[gates.ttft_reg]\nphase = "p"\nmetric = "ttft"\nstatistic = "p50"\nmax = "10 s"\nregression = "10%"\n'
+    assert gate(tmp_path, capsys, str(REAL), extra=extra)[0] == 0  # the baseline run, stored in out/
+    slow = json.loads(REAL.read_text())
+    slow["latencies"] = [x + t for x, t in zip(slow["latencies"], slow["ttfts"], strict=True)]
+    slow["ttfts"] = [t * 2 for t in slow["ttfts"]]
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    rc, out, err = gate(tmp_path, capsys, str(tmp_path / "slow.json"), "--baseline", "latest", extra=extra)
+    v = _recorded(tmp_path)["ttft_reg"]
+    assert v["vs_baseline"]["change"] == pytest.approx(1.0, abs=0.01)  # twice the baseline's P50
+    assert rc == 1 and v["outcome"] == "fail" and "REGRESSED" in v["summary"], out + err
+    rc, _, err = gate(tmp_path, capsys, str(REAL), "--baseline", "no-such-run")
+    assert rc == 4 and "--baseline no-such-run" in err
