@@ -55,8 +55,11 @@ class ImportedRun(RunResult):
                               f"{self.source.path}: {name} cannot be measured from it")
         if name == "queue_time" and not any(r.scheduled_ns is not None for r in self.records):
             raise SampleError(f"{name}: {self.source.format} has no scheduled send times (no send-lag check)")
-        got = super().perfgate_data(metric)
         notes = self.notes()
+        try:
+            got = super().perfgate_data(metric)
+        except SampleError as e:  # an error verdict names the file it came from too
+            raise SampleError(f"{e} [{'; '.join(notes)}]") from None
         return dataclasses.replace(got, notes=(*got.notes, *notes)) if notes and isinstance(got, Samples) else got
 
     def notes(self) -> tuple[str, ...]:

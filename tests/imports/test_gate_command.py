@@ -180,3 +180,25 @@ def test_baseline_regression_on_imported_runs(tmp_path: Path, capsys: pytest.Cap
     assert rc == 1 and v["outcome"] == "fail" and "REGRESSED" in v["summary"], out + err
     rc, _, err = gate(tmp_path, capsys, str(REAL), "--baseline", "no-such-run")
     assert rc == 4 and "--baseline no-such-run" in err
+
+
+def test_a_guidellm_sweep_is_decided_level_by_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from peer_files import guidellm
+
+    f = guidellm(tmp_path / "benchmarks.json", levels=2, kept=5)
+    extra = ('\n[gates.budget]\nphase = "p"\nmetric = "ttft"\nstatistic = "p50"\nmax = "1 s"\n'
+             "max_error_rate = 0.5\n")  # one of the file's requests failed: within this gate's budget
+    rc, out, err = gate(tmp_path, capsys, str(f), ttft="1 s", extra=extra)
+    assert rc == 4  # the ITL gate: guidellm keeps no chunk times (a usage error), the others decided
+    assert "gate itl_p50:" in err and "guidellm run (guidellm) keeps no per-chunk times" in err
+    got = _recorded(tmp_path)
+    levels = ("benchmarks/0-constant@2", "benchmarks/1-constant@4")
+    assert set(got) == {f"{g}[{lv}]" for g in ("ttft_p50", "budget") for lv in levels}
+    assert all(got[f"ttft_p50[{lv}]"]["outcome"] == "error" for lv in levels)  # no error budget: 1 failure
+    for lv in levels:  # 6 kept (1 failed, censored over the limit): too few to decide a P50
+        assert got[f"budget[{lv}]"]["outcome"] == "inconclusive"
+        assert "a sample: 6 of 10 requests" in got[f"budget[{lv}]"]["note"]
+        assert "guidellm run --constraint kind=max_requests,count=" in got[f"budget[{lv}]"]["note"]
