@@ -106,17 +106,22 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     return verdicts, st.all_verdicts(), [out / "decisions.json", *written, history.path_of(out)]
 
 
-def _files(data: Any) -> str:
+def _runs(data: Any) -> list[Any]:
+    """The imported runs behind a gate's data: one, a pair, or a sweep's levels."""
     parts = data if isinstance(data, tuple) else (data,)
-    return " vs ".join(p.source.path for p in parts)
+    return [r for p in parts for r in (p.results.values() if hasattr(p, "results") else (p,))]
+
+
+def _files(data: Any) -> str:
+    return " vs ".join(dict.fromkeys(r.source.path for r in _runs(data)))
 
 
 def _more(data: Any) -> Any:
     """The note of an inconclusive verdict: the requests that would decide it, in the tool's words."""
-    run = data[0] if isinstance(data, tuple) else data
+    run = _runs(data)[0]
 
     def note(v: Any) -> str:
-        if v.outcome != "inconclusive" or not v.needed:
+        if v.outcome != "inconclusive" or not v.needed or hasattr(data, "results"):
             return ""
         n = run.requests_for(int(v.needed), int(v.n))
         return (f"{run.source.rerun(n)} would decide it if this run's distribution held "

@@ -59,6 +59,13 @@ def plan(gates: Mapping[str, Any], got: Inputs) -> list[tuple[Any, Any, str]]:
     """``(gate, data, label)`` to evaluate: data a run or a pair of runs; label a sweep level."""
     out: list[tuple[Any, Any, str]] = []
     for g in gates.values():
+        if g.statistic.text == "sustained":  # a capacity gate: over a sweep's levels
+            sweep = _sweep_of(g, got)
+            if isinstance(sweep, str):
+                got.skipped.append(f"{g.name} ({sweep})")
+            else:
+                out.append((g, sweep, ""))
+            continue
         desc = metric_names.lookup(g.metric)
         if desc is None or desc.source not in FROM_REQUESTS:
             got.skipped.append(f"{g.name} ({g.metric}: not in a benchmark export)")
@@ -98,3 +105,18 @@ def _runs_of(g: Any, got: Inputs) -> list[str]:
     if len(got.sweeps) == 1 and not singles:  # one sweep: every level
         return next(iter(got.sweeps.values()))
     return [] if g.engine is not None else sorted(got.runs)
+
+
+def _sweep_of(g: Any, got: Inputs) -> Any:
+    """The sweep a capacity gate is decided over (a ``load.sweep.Sweep`` of the levels' runs), or why not."""
+    from ..load.sweep import Sweep
+
+    name = g.engine if g.engine in got.sweeps else next(iter(got.sweeps)) if len(got.sweeps) == 1 else None
+    if name is None:
+        return "a capacity gate needs a sweep (one run per level)" + (f" named {g.engine!r}" if g.engine else "")
+    levels = [got.runs[n] for n in got.sweeps[name]]
+    loads = [r.source.load for r in levels]
+    kinds = {ld[0] for ld in loads if ld is not None}
+    if None in loads or len(kinds) != 1:
+        return f"sweep {name}: its levels' loads (a rate or a concurrency each) are not all known"
+    return Sweep(kinds.pop(), {ld[1]: r for ld, r in zip(loads, levels, strict=True) if ld is not None})

@@ -69,6 +69,16 @@ def _record(path: Path, req: Any, i: int, rec: str, failed: bool) -> RequestReco
     return r
 
 
+def _load(b: Any) -> tuple[str, float] | None:
+    """The level's load: a constant / poisson rate (req/s) or concurrent streams."""
+    strat = (b.get("config") or {}).get("strategy") or {}
+    if isinstance(strat.get("rate"), (int, float)) and strat.get("type_") in ("constant", "poisson", "async"):
+        return "rate", float(strat["rate"])
+    if isinstance(strat.get("streams"), int):
+        return "concurrency", float(strat["streams"])
+    return None
+
+
 def _level(b: Any, k: int) -> str:
     strat = (b.get("config") or {}).get("strategy") or {}
     kind = str(strat.get("type_", f"benchmark-{k}"))[:40]
@@ -96,7 +106,7 @@ def _run(path: Path, b: Any, k: int, version: str) -> tuple[str, ImportedRun]:
     notes = (f"{len(incomplete)} incomplete request(s) kept in the file (cancelled at the benchmark's end) left out",
              ) if incomplete else ()
     src = Source(NAME, TOOL, str(path), version=version, level=level, per_chunk=False,
-                 total=ran if ran is not None and ran != len(recs) else None, more=MORE, notes=notes)
+                 total=ran if ran is not None and ran != len(recs) else None, more=MORE, notes=notes, load=_load(b))
     info = {"name": level, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
     return level, ImportedRun(records=recs, engine_info=info, start_ns=min((r.sent_ns for r in recs), default=0),
                               end_ns=max((r.end_ns or r.sent_ns for r in recs), default=0), source=src)

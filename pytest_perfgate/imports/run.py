@@ -34,6 +34,7 @@ class Source:
     token_counts: str = "server"  # "server" | "tokenizer" (re-tokenised text) | "unknown"
     more: str = "{tool} with {n} requests"  # the tool's own words for a run of n requests
     notes: tuple[str, ...] = ()
+    load: tuple[str, float] | None = None  # a sweep level's load: ("rate", req/s) or ("concurrency", n)
 
     def rerun(self, n: int) -> str:
         return self.more.format(tool=self.tool, n=n)

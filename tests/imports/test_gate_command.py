@@ -202,3 +202,18 @@ def test_a_guidellm_sweep_is_decided_level_by_level(tmp_path: Path, capsys: pyte
         assert got[f"budget[{lv}]"]["outcome"] == "inconclusive"
         assert "a sample: 6 of 10 requests" in got[f"budget[{lv}]"]["note"]
         assert "guidellm run --constraint kind=max_requests,count=" in got[f"budget[{lv}]"]["note"]
+
+
+def test_a_capacity_gate_over_a_guidellm_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from peer_files import guidellm
+
+    f = guidellm(tmp_path / "benchmarks.json", levels=3)  # constant 2, 4, 6 req/s
+    extra = ('\n[gates.capacity]\nphase = "p"\nmetric = "request_throughput"\nstatistic = "sustained"\n'
+             'min = "4 req/s"\nslo = { ttft_p50 = "1 s" }\n')
+    rc, out, err = gate(tmp_path, capsys, str(f), ttft="1 s", extra=extra)
+    v = _recorded(tmp_path)["capacity"]
+    assert [lv["level"] for lv in v["curve"]] == [2.0, 4.0, 6.0], out + err
+    assert v["unit"] == "req/s" and "capacity" in out
