@@ -37,6 +37,8 @@ __all__, __getattr__, __dir__ = lazy_face(__name__, {
     "session.runs": ("Runs",),
     "load.result": ("RunResult",),
     "load.schedule": ("LoadConfig",),
+    # another tool's benchmark results as runs: load_results(path, format=None) (vllm bench, AIPerf, guidellm, ...)
+    "imports": ("load_results", "load_runs"),
     "contract": ("Request", "Engine", "EngineError"),
     "config.params": ("workload",),
     # modules: traces.load(path, tokenizer=None, format=None); prompts.exact_length_prompts(...), prompts.math_prompts(...)
@@ -59,6 +61,8 @@ if TYPE_CHECKING:  # "X as X": re-exported for type checkers (mypy strict reads 
     from .contract import Engine as Engine
     from .contract import EngineError as EngineError
     from .contract import Request as Request
+    from .imports import load_results as load_results
+    from .imports import load_runs as load_runs
     from .load import prompts as prompts
     from .load import traces as traces
     from .load.result import RunResult as RunResult

@@ -2,7 +2,8 @@
 
 ``perfgate models make [--out DIR] [--force]``: generate (or reuse from the cache) the tiny test
 models and print their paths and the time taken. The results commands (check, gates, show, diff,
-history, report, evaluate) live in :mod:`pytest_perfgate.cli.commands`.
+history, report, evaluate) live in :mod:`pytest_perfgate.cli.commands`; ``perfgate gate`` (other
+tools' benchmark exports decided) in :mod:`pytest_perfgate.cli.gate`.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .scaffold import extend as add_init
 
     add_init(sub)  # perfgate init: a project in your own repository (scaffold.py)
+    from .gate import extend as add_gate
+
+    add_gate(sub)  # perfgate gate: thresholds.toml decided on another tool's benchmark results (gate.py)
     from ..preflight.cli import extend as add_preflight
 
     add_preflight(sub)  # perfgate check: every vLLM engine's config built with vLLM's classes (preflight/)

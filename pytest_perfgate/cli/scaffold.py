@@ -147,7 +147,48 @@ def render(base_url: str | None, model: str | None, name: str) -> dict[str, str]
     }
 
 
+def render_results(path: str, per_chunk: bool, tool: str) -> dict[str, str]:
+    """``perfgate init --results FILE``: thresholds.toml for ``perfgate gate FILE`` (the served
+    targets; no ITL gate for a format without per-chunk times)."""
+    th = _HEADER.format(what=f"the benchmark results in {path} ({tool}); decide them with `perfgate gate {path}`")
+    for gate, metric, stat, served, _ in _GATES:
+        if metric == "itl" and not per_chunk:
+            th += f"\n# no {gate}: {tool} keeps no per-chunk times (ITL cannot be gated on its export)\n"
+            continue
+        if metric == "output_throughput":  # a tool's run is one measurement: its rate as a single value
+            served = 'min = "10 tok/s"\nsingle = true'
+        th += f'\n[gates.{gate}]\nphase = "slo"\nmetric = "{metric}"\nstatistic = "{stat}"\n{served}\n'
+    return {THRESHOLDS: th}
+
+
+def _init_results(ns: argparse.Namespace) -> int:
+    from ..imports import ResultsError, load_runs
+
+    try:
+        runs = load_runs(ns.results)
+    except ResultsError as e:
+        print(f"perfgate init: {e}", file=sys.stderr)
+        return 4
+    src = next(iter(runs.values())).source
+    root = Path(ns.dir)
+    files = render_results(ns.results, src.per_chunk, f"{src.tool}, {src.format}")
+    if (root / THRESHOLDS).exists() and not ns.force:
+        print(f"perfgate init: {root / THRESHOLDS} already exists; nothing written (--force overwrites)", file=sys.stderr)
+        return 1
+    (root / THRESHOLDS).write_text(files[THRESHOLDS], encoding="utf-8")
+    problem = _validate(root / THRESHOLDS)
+    if problem:
+        print(f"perfgate init: the written {THRESHOLDS} does not validate: {problem}", file=sys.stderr)
+        return 4
+    print(f"perfgate init: wrote {root / THRESHOLDS} ({src.format}: {len(runs)} run(s))")
+    print(f"run: perfgate gate {shlex.quote(ns.results)}" + ("" if root.resolve() == Path.cwd().resolve()
+                                                           else f" --thresholds {shlex.quote(str(root / THRESHOLDS))}"))
+    return 0
+
+
 def _init(ns: argparse.Namespace) -> int:
+    if ns.results is not None:
+        return _init_results(ns)
     if (ns.base_url is None) != (ns.model is None):
         print("perfgate init: --base-url and --model go together (an OpenAI-compatible server); "
               "give neither for the embedded default", file=sys.stderr)
@@ -205,4 +246,6 @@ def extend(sub: Any) -> None:
     p.add_argument("--model", default=None, metavar="NAME", help="the model name the server serves")
     p.add_argument("--name", default="server", help="the engine's name in thresholds.toml (default: server)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.add_argument("--results", default=None, metavar="FILE",
+                   help="scaffold for `perfgate gate FILE` instead: gates decided on another tool's benchmark results")
     p.set_defaults(func=_init)

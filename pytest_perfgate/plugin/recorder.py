@@ -136,7 +136,7 @@ class Recorder:
         st = self.st
         if self.is_worker or not st.all_verdicts():
             return
-        from .table import gate_table
+        from ..writers.table import gate_table
 
         tr = terminalreporter
         tr.section("perfgate", sep="=", bold=True)

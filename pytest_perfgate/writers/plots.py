@@ -117,6 +117,25 @@ def interval(rows: Sequence[tuple[str, float, float | None, float | None]], unit
     return _svg(fig)
 
 
+MAX_POINTS = 5000  # points a scatter draws (an even selection of a run's requests or chunks beyond this)
+BARS = 500  # requests drawn as bars in the E2E decomposition; more: filled areas
+
+
+def _thin(x: Sequence[float], y: Sequence[float]) -> tuple[Any, Any]:
+    """At most :data:`MAX_POINTS` of the points, evenly spaced in their order (deterministic)."""
+    import numpy as np
+
+    xs, ys = np.asarray(x, float), np.asarray(y, float)
+    if xs.size <= MAX_POINTS:
+        return xs, ys
+    keep = np.unique(np.linspace(0, xs.size - 1, MAX_POINTS).astype(int))
+    return xs[keep], ys[keep]
+
+
+def _thinned(n: int) -> str:
+    return f" ({MAX_POINTS} of {n} shown)" if n > MAX_POINTS else ""
+
+
 def over_time(ttft: tuple[Sequence[float], Sequence[float]], itl: tuple[Sequence[float], Sequence[float]],
               decomposition: tuple[Sequence[float], Sequence[float]]) -> str:
     """Per run: TTFT per request and ITL per chunk against the run's clock (s), and each request's
@@ -125,18 +144,23 @@ def over_time(ttft: tuple[Sequence[float], Sequence[float]], itl: tuple[Sequence
 
     plt = _plt()
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(11, 2.6))
-    ax1.plot(ttft[0], ttft[1], "o", ms=3, color=BLUE)
-    ax1.set_title("TTFT per request")
+    ax1.plot(*_thin(ttft[0], ttft[1]), "o", ms=3, color=BLUE)
+    ax1.set_title("TTFT per request" + _thinned(len(ttft[0])))
     ax1.set_xlabel("send time in run (s)")
     ax1.set_ylabel("ms")
-    ax2.plot(itl[0], itl[1], ".", ms=2, color=GREEN, alpha=0.6)
-    ax2.set_title("ITL per chunk")
+    ax2.plot(*_thin(itl[0], itl[1]), ".", ms=2, color=GREEN, alpha=0.6)
+    ax2.set_title("ITL per chunk" + _thinned(len(itl[0])))
     ax2.set_xlabel("arrival time in run (s)")
     ax2.set_ylabel("ms")
     t, d = np.asarray(decomposition[0], float), np.asarray(decomposition[1], float)
     idx = np.arange(t.size)
-    ax3.bar(idx, t, color=BLUE, width=1.0, label="TTFT")
-    ax3.bar(idx, d, bottom=t, color=ORANGE, width=1.0, label="(N-1) x TPOT")
+    if t.size <= BARS:
+        ax3.bar(idx, t, color=BLUE, width=1.0, label="TTFT")
+        ax3.bar(idx, d, bottom=t, color=ORANGE, width=1.0, label="(N-1) x TPOT")
+    else:  # one bar a request would be one SVG path each: two filled areas over an even selection
+        keep = np.unique(np.linspace(0, t.size - 1, MAX_POINTS).astype(int))
+        ax3.fill_between(idx[keep], 0, t[keep], color=BLUE, lw=0, step="mid", label="TTFT")
+        ax3.fill_between(idx[keep], t[keep], t[keep] + d[keep], color=ORANGE, lw=0, step="mid", label="(N-1) x TPOT")
     ax3.set_title("E2E = TTFT + (N-1) x TPOT")
     ax3.set_xlabel("request")
     ax3.set_ylabel("ms")

@@ -129,7 +129,7 @@ def test_server_reasons_and_urls() -> None:
 
 
 def test_terminal_notes_name_each_cause_once_and_never_cut(th: Thresholds) -> None:
-    from pytest_perfgate.plugin.table import gate_table
+    from pytest_perfgate.writers.table import gate_table
 
     run = run_of(2, [REJECTED] * 22, url="http://a-very-long-host-name.example.internal:8000")
     vs = [evaluate(th.gate(g), run, thresholds=th).to_dict() for g in ("ttft_p95", "out_tput", "err")]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_perfgate import evaluate, load_thresholds, make_samples
-from pytest_perfgate.plugin.table import gate_table
+from pytest_perfgate.writers.table import gate_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,165 @@
+"""``perfgate gate RESULTS... [--run NAME=FILE ...] [--thresholds FILE] [--out DIR] [--warmup K]
+[--format F]``: the gates of thresholds.toml decided on another tool's benchmark results.
+
+Each file is read by its format's reader (:mod:`pytest_perfgate.imports`; detected or ``--format``),
+each gate decided on the run(s) it names (:mod:`.gate_runs`) with the fixed-sample verdict at its
+confidence (a file is one look: no sequential stopping), through the same :class:`Perfgate` as a
+test, so every verdict is stored, re-evaluable, compared with ``--baseline`` and written by every
+writer (gates.xml, decisions.json, summary.md, report.html, history.sqlite). Prints the pytest
+session's gate table and failing-gate lines. Exit 0 all passed; 1 a gate failed or errored, or was
+inconclusive under ``inconclusive = "fail"``; 4 a bad file or a usage error (the other files are
+still decided and written) or an invalid thresholds.toml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .gate_runs import Inputs, plan, read_inputs
+
+OK, FAILED, BAD = 0, 1, 4
+LINES = 5  # a failing gate's message, as pytest's short failures
+
+
+def extend(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "gate", help="decide the gates of thresholds.toml on benchmark results (vllm bench, AIPerf, guidellm, ...)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("results", nargs="*", metavar="RESULTS", help="result files or folders (run named by the file's stem)")
+    p.add_argument("--run", action="append", default=[], metavar="NAME=FILE",
+                   help="a named run: the name a gate's engine = or runs = [...] uses")
+    p.add_argument("--thresholds", metavar="FILE", help="thresholds.toml (default: ./thresholds.toml)")
+    p.add_argument("--out", default="perfgate-results", metavar="DIR", help="results directory (default perfgate-results)")
+    p.add_argument("--warmup", type=int, default=0, metavar="K", help="drop the first K requests of each run (by send time)")
+    p.add_argument("--format", metavar="F", help="the files' format (default: detected); see --list-formats")
+    p.add_argument("--baseline", metavar="REF", help="compare each gate with a stored run, as --perfgate-baseline "
+                   "(a run id, 'latest', a results directory); a regression beyond the gate's tolerance fails it")
+    p.add_argument("--list-formats", action="store_true", help="print the known formats and exit")
+    p.set_defaults(func=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from ..imports import formats
+    from .commands import _thresholds
+
+    if ns.list_formats:
+        for f in formats().values():
+            print(f"{f.name:16} {f.title}")
+        return OK
+    if not ns.results and not ns.run:
+        print("perfgate gate: no results given (files, or --run NAME=FILE)", file=sys.stderr)
+        return BAD
+    if ns.warmup < 0:
+        print("perfgate gate: --warmup must be >= 0", file=sys.stderr)
+        return BAD
+    th = _thresholds(ns.thresholds)
+    got = read_inputs(list(ns.results), list(ns.run), ns.format, ns.warmup)
+    todo = plan(th.gates, got)
+    try:
+        verdicts, rows, written = _decide(th, todo, Path(ns.out), ns.baseline)
+    except ValueError as e:  # a --baseline that names nothing usable
+        print(f"perfgate gate: --baseline {ns.baseline}: {e}", file=sys.stderr)
+        return BAD
+    _print(verdicts, rows, got, written, th)
+    if got.problems:
+        return BAD
+    inconclusive = th.settings.inconclusive
+    bad = [v for v in verdicts if v.outcome in ("fail", "error") or (v.outcome == "inconclusive" and inconclusive == "fail")]
+    return FAILED if bad or not verdicts else OK
+
+
+def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str | None = None
+            ) -> tuple[list[Any], list[dict[str, Any]], list[Path]]:
+    """Every (gate, data, label) evaluated and recorded; the results directory written."""
+    from ..session.perfgate import Perfgate, RunState, verdict_properties
+    from ..session.startup import live_store
+    from ..store.decisions import now_iso
+
+    if not todo:
+        return [], [], []
+    out.mkdir(parents=True, exist_ok=True)
+    st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
+    live = live_store(baseline, st, Path.cwd())
+    started = now_iso()
+    verdicts = []
+    for g, data, label in todo:
+        test = f"perfgate gate {_files(data)}"
+
+        def record(v: Any, engines: list[Any], extras: Mapping[str, Any], test: str = test) -> None:
+            d, _ = verdict_properties(v, engines, {**live.extras(v), **extras})
+            st.add_verdict(test, d)
+
+        pg = Perfgate(st, (g.name,), record, None, store=live.hook(test))
+        verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
+    doc = st.flush()
+    live.record_history(st.all_verdicts(), started=started, commit=st.commit, engines=[])
+    from ..writers import write_all
+
+    phases = sorted({v["phase"] for v in st.all_verdicts()})
+    written = write_all(doc, out, phases=phases, inconclusive=st.inconclusive, final=True)
+    from ..store import history
+
+    return verdicts, st.all_verdicts(), [out / "decisions.json", *written, history.path_of(out)]
+
+
+def _runs(data: Any) -> list[Any]:
+    """The imported runs behind a gate's data: one, a pair, or a sweep's levels."""
+    parts = data if isinstance(data, tuple) else (data,)
+    return [r for p in parts for r in (p.results.values() if hasattr(p, "results") else (p,))]
+
+
+def _files(data: Any) -> str:
+    return " vs ".join(dict.fromkeys(r.source.path for r in _runs(data)))
+
+
+def _more(data: Any) -> Any:
+    """The note of an inconclusive verdict: the requests that would decide it, in the tool's words."""
+    run = _runs(data)[0]
+
+    def note(v: Any) -> str:
+        if v.outcome != "inconclusive" or not v.needed or hasattr(data, "results"):
+            return ""
+        n = run.requests_for(int(v.needed), int(v.n))
+        return (f"{run.source.rerun(n)} would decide it if this run's distribution held "
+                "(a file is one look: no sequential stopping)")
+
+    return note
+
+
+def _print(verdicts: list[Any], rows: list[dict[str, Any]], got: Inputs, written: list[Path], th: Any) -> None:
+    from ..verdicts.failures import headline
+    from ..verdicts.wording import plan_line
+    from ..writers.table import gate_table
+
+    for problem in got.problems:
+        print(f"perfgate gate: {problem}", file=sys.stderr)
+    if verdicts:
+        print("=" * 30 + " perfgate " + "=" * 30)
+        for line in gate_table(rows):
+            print(line)
+    failing = [v for v in verdicts if v.outcome in ("fail", "error", "inconclusive")]
+    if failing:
+        print("")
+    for v in failing:
+        print(f"{v.outcome.upper()} {headline(v)}")
+        lines = v.message().splitlines()
+        if len(lines) > LINES:
+            lines = [*lines[: LINES - 1], f"... ({len(lines) - LINES + 1} more lines)"]
+        for ln in lines:
+            print("    " + ln)
+    triggered = sorted({f for v in verdicts if v.outcome == "fail" for f in v.fallbacks})
+    if triggered:
+        print("\ntriggered fallbacks:")
+        for f in triggered:
+            print("  " + plan_line(th.fallbacks[f]))
+    if got.skipped:
+        print(f"\nnot decided here: {'; '.join(got.skipped)}")
+    if verdicts:
+        passed = sum(v.outcome == "pass" for v in verdicts)
+        print(f"\n{len(verdicts)} gate verdict(s): {passed} passed, {len(verdicts) - passed} not")
+    for p in written:
+        print(f"perfgate: wrote {p}")

@@ -1,0 +1,130 @@
+"""guidellm's ``benchmarks.json`` (``GenerativeBenchmarksReport``, metadata ``version`` 2): each
+benchmark of a sweep is a level.
+
+Schema (``src/guidellm/benchmark/schemas/report.py``, ``benchmark.py``, ``schemas/request_stats.py``,
+``schemas/info.py``): ``metadata.version`` (2), ``metadata.guidellm_version``; ``benchmarks[]``,
+each with ``config.strategy`` (``type_``, rate / streams), ``config.sample_size``,
+``scheduler_metrics.requests_made`` (successful / incomplete / errored / total: what ran) and
+``requests`` (``successful`` / ``errored`` / ``incomplete`` lists: what was *kept*, a sample when
+``sample_size`` is set). Per request: ``info.timings`` (``request_start``, ``first_token_iteration``,
+``last_token_iteration``, ``request_end``; Unix seconds), ``info.error``, ``output_tokens`` /
+``prompt_tokens`` (computed fields; else ``output_metrics`` / ``input_metrics`` ``total_tokens``).
+
+No per-chunk times: a request becomes two "chunks", its first and last token, so TTFT, E2E (to
+the last token) and TPOT = (last - first) / (n - 1) are exact, and ITL is refused (guidellm's own
+ITL is that per-request mean, perfgate's is per chunk). An incomplete request (cancelled at the
+end of the benchmark) is not a failure of the server: it is left out, and the note says how many.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..contract import RequestRecord
+from . import jsondoc as j
+from .errors import ResultsError, bounded
+from .registry import Format
+from .run import ImportedRun, Source
+
+NAME = "guidellm"
+TOOL = "guidellm run"
+VERSIONS = (1, 2)
+MORE = "guidellm run --constraint kind=max_requests,count={n} (with no sample size, or one of at least {n}, to keep them all)"
+
+
+def detect(path: Path, head: str) -> bool:
+    return path.is_file() and '"benchmarks"' in head and ('"guidellm_version"' in head or '"generative_benchmark"' in head)
+
+
+def _t(path: Path, timings: Any, key: str, rec: str, optional: bool = False) -> float | None:
+    return j.number(path, timings.get(key) if isinstance(timings, dict) else None, rec, f"info.timings.{key}",
+                    optional=optional)
+
+
+def _tokens(req: Any, computed: str, metrics: str) -> int | None:
+    v = req.get(computed)
+    if v is None and isinstance(req.get(metrics), dict):
+        v = req[metrics].get("total_tokens", req[metrics].get("text_tokens"))
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _record(path: Path, req: Any, i: int, rec: str, failed: bool) -> RequestRecord:
+    info = j.need(path, req, "info", rec)
+    timings = j.need(path, info, "timings", rec)
+    start = _t(path, timings, "request_start", rec, optional=failed)
+    r = RequestRecord(index=i, sent_ns=j.ns(start or 0.0), token_count_source="server")
+    r.prompt_tokens = _tokens(req, "prompt_tokens", "input_metrics")
+    if failed:
+        r.error = "guidellm error: " + bounded(info.get("error") or "errored")
+        return r
+    first = _t(path, timings, "first_token_iteration", rec)
+    last = _t(path, timings, "last_token_iteration", rec)
+    end = _t(path, timings, "request_end", rec, optional=True)
+    r.chunk_ns = [j.ns(first or 0.0)] + ([j.ns(last or 0.0)] if last is not None and last != first else [])
+    r.end_ns = j.ns(end) if end is not None else r.chunk_ns[-1]
+    r.output_tokens = _tokens(req, "output_tokens", "output_metrics")
+    if r.output_tokens is None:
+        raise ResultsError(path, "missing", record=rec, field="output_tokens")
+    return r
+
+
+def _load(b: Any) -> tuple[str, float] | None:
+    """The level's load: a constant / poisson rate (req/s) or concurrent streams."""
+    strat = (b.get("config") or {}).get("strategy") or {}
+    if isinstance(strat.get("rate"), (int, float)) and strat.get("type_") in ("constant", "poisson", "async"):
+        return "rate", float(strat["rate"])
+    if isinstance(strat.get("streams"), int):
+        return "concurrency", float(strat["streams"])
+    return None
+
+
+def _level(b: Any, k: int) -> str:
+    strat = (b.get("config") or {}).get("strategy") or {}
+    kind = str(strat.get("type_", f"benchmark-{k}"))[:40]
+    for key in ("rate", "streams", "max_concurrency"):
+        if isinstance(strat.get(key), (int, float)):
+            return f"{k}-{kind}@{strat[key]:g}"
+    return f"{k}-{kind}"
+
+
+def _run(path: Path, b: Any, k: int, version: str) -> tuple[str, ImportedRun]:
+    where = f"benchmarks[{k}]"
+    reqs = j.need(path, b, "requests", where)
+    recs: list[RequestRecord] = []
+    for status, failed in (("successful", False), ("errored", True)):
+        items = j.need(path, reqs, status, f"{where}.requests")
+        if not isinstance(items, list):
+            raise ResultsError(path, "not a list", record=f"{where}.requests", field=status)
+        recs += [_record(path, q, len(recs) + i, f"{where}.requests.{status}[{i}]", failed) for i, q in enumerate(items)]
+    incomplete = reqs.get("incomplete") if isinstance(reqs.get("incomplete"), list) else []
+    made = ((b.get("scheduler_metrics") or {}).get("requests_made") or (b.get("metrics") or {}).get("requests_made") or {})
+    total = made.get("total") if isinstance(made.get("total"), int) else None
+    ran = total - int(made.get("incomplete") or 0) if total is not None else None
+    recs.sort(key=lambda r: r.sent_ns)
+    level = _level(b, k)
+    notes = (f"{len(incomplete)} incomplete request(s) kept in the file (cancelled at the benchmark's end) left out",
+             ) if incomplete else ()
+    src = Source(NAME, TOOL, str(path), version=version, level=level, per_chunk=False,
+                 total=ran if ran is not None and ran != len(recs) else None, more=MORE, notes=notes, load=_load(b))
+    info = {"name": level, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
+    return level, ImportedRun(records=recs, engine_info=info, start_ns=min((r.sent_ns for r in recs), default=0),
+                              end_ns=max((r.end_ns or r.sent_ns for r in recs), default=0), source=src)
+
+
+def read(path: Path) -> list[tuple[str, ImportedRun]]:
+    doc = j.load(path)
+    meta = j.need(path, doc, "metadata")
+    version = meta.get("version") if isinstance(meta, dict) else None
+    if version not in VERSIONS:
+        raise ResultsError(path, f"unknown format version {str(version)[:20]!r} (read: {', '.join(map(str, VERSIONS))})",
+                           record="metadata", field="version")
+    tool_version = str(meta.get("guidellm_version", ""))[:40]
+    benchmarks = j.need(path, doc, "benchmarks")
+    if not isinstance(benchmarks, list) or not benchmarks:
+        raise ResultsError(path, "no benchmarks", field="benchmarks")
+    runs = [_run(path, b, k, tool_version) for k, b in enumerate(benchmarks)]
+    return [("", runs[0][1])] if len(runs) == 1 else runs
+
+
+FORMAT = Format(NAME, "guidellm benchmarks.json (each benchmark of a sweep a level)", detect, read)

@@ -1,0 +1,87 @@
+"""``vllm bench serve --save-result --save-detailed`` JSON: one run.
+
+Per request, parallel lists: ``start_times`` (the client's ``time.perf_counter()`` at send, s),
+``ttfts`` (s from send), ``itls`` (the gaps between consecutive chunks, s), ``latencies`` (send to
+the last chunk, s), ``input_lens``, ``output_lens`` (the server's usage count), ``errors`` ("" for
+success), ``queue_times`` (the wait for a ``--max-concurrency`` slot, s: send - arrival). Each chunk's
+arrival is rebuilt as ``start + ttft + cumsum(itls)``, so perfgate's TTFT, ITL (per chunk), TPOT and
+E2E are the bench's own. A failed request (``errors[i]`` non-empty) is a failed request here too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..contract import RequestRecord
+from . import jsondoc as j
+from .errors import ResultsError, bounded
+from .registry import Format
+from .run import ImportedRun, Source
+
+TOOL = "vllm bench serve"
+NAME = "vllm-bench"
+DETAILED = ("start_times", "ttfts", "itls", "latencies", "errors")
+LENGTHS = ("input_lens", "output_lens")
+MORE = "vllm bench serve --num-prompts {n}"
+HINT = "run vllm bench serve with --save-result --save-detailed"
+
+
+def detect(path: Path, head: str) -> bool:
+    return path.is_file() and head.lstrip().startswith("{") and '"burstiness"' in head and '"endpoint_type"' in head
+
+
+def records(path: Path, doc: Any, where: str = "") -> list[RequestRecord]:
+    """The requests of one bench result document, in send order (``index``: the position in the file)."""
+    cols = {k: j.need(path, doc, k, where, hint=HINT) for k in (*DETAILED, *LENGTHS)}
+    n = len(cols["start_times"]) if isinstance(cols["start_times"], list) else -1
+    for k, v in cols.items():
+        if not isinstance(v, list):
+            raise ResultsError(path, "not a list", record=where, field=k)
+        if len(v) != n:
+            raise ResultsError(path, f"{len(v)} entries, start_times has {n}", record=where, field=k)
+    queue = doc.get("queue_times") if isinstance(doc.get("queue_times"), list) else None
+    out = [_record(path, cols, queue, i, where) for i in range(n)]
+    out.sort(key=lambda r: r.sent_ns)
+    return out
+
+
+def _record(path: Path, c: dict[str, list[Any]], queue: list[Any] | None, i: int, where: str) -> RequestRecord:
+    rec = f"{where + ' ' if where else ''}request {i}"
+    start = j.number(path, c["start_times"][i], rec, "start_times") or 0.0
+    err = c["errors"][i]
+    sent = j.ns(start)
+    r = RequestRecord(index=i, sent_ns=sent, token_count_source="server")
+    r.prompt_tokens = int(j.number(path, c["input_lens"][i], rec, "input_lens") or 0)
+    q = j.number(path, queue[i], rec, "queue_times", optional=True) if queue is not None and i < len(queue) else None
+    r.scheduled_ns = sent - j.ns(q) if q is not None else None
+    if err:
+        r.error = "bench error: " + bounded(err)
+        return r
+    ttft = j.number(path, c["ttfts"][i], rec, "ttfts") or 0.0
+    gaps = j.numbers(path, c["itls"][i], rec, "itls")
+    latency = j.number(path, c["latencies"][i], rec, "latencies") or 0.0
+    times = start + ttft + np.concatenate(([0.0], np.cumsum(gaps)))
+    r.chunk_ns = [int(t) for t in np.rint(times * 1e9)]
+    r.end_ns = sent + j.ns(latency)
+    r.output_tokens = int(j.number(path, c["output_lens"][i], rec, "output_lens") or 0)
+    r.finish_reason = "length"
+    return r
+
+
+def run_of(path: Path, doc: Any, level: str = "", where: str = "") -> ImportedRun:
+    recs = records(path, doc, where)
+    src = Source(NAME, TOOL, str(path), level=level, more=MORE)
+    info = {"name": level or path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path),
+            "model": str(doc.get("model_id", ""))[:200], "backend": str(doc.get("backend", ""))[:40]}
+    return ImportedRun(records=recs, engine_info=info, start_ns=min((r.sent_ns for r in recs), default=0),
+                       end_ns=max((r.end_ns or r.sent_ns for r in recs), default=0), source=src)
+
+
+def read(path: Path) -> list[tuple[str, ImportedRun]]:
+    return [("", run_of(path, j.load(path)))]
+
+
+FORMAT = Format(NAME, "vllm bench serve --save-result --save-detailed JSON", detect, read)
