@@ -58,4 +58,4 @@ def test_the_suites_import_only_the_public_package() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            assert not [n for n in names if n.startswith("pytest_perfgate.")], f"{path.name}:{node.lineno}"
+            assert not [n for n in names if n.startswith("pytest_perfgate.")], f"{path.name}:{getattr(node, 'lineno', 0)}"
