@@ -87,7 +87,9 @@ def retuned_args(decision: Mapping[str, Any] | None, gate: str) -> dict[str, int
     gate ``gate``'s verdict, {} when the phase has no such passing verdict."""
     if not decision:
         return {}
-    for v in decision.get("verdicts", []):
-        if v.get("gate") == gate and v.get("outcome") == "pass":
-            return {k[len(ARG_PREFIX):]: int(x) for k, x in (v.get("details") or {}).items() if k.startswith(ARG_PREFIX)}
+    from ..verdicts.record import VerdictRecord
+
+    for v in map(VerdictRecord.read, decision.get("verdicts", [])):
+        if v.gate == gate and v.outcome == "pass":
+            return {k[len(ARG_PREFIX):]: int(x) for k, x in v.details.items() if k.startswith(ARG_PREFIX)}
     return {}
