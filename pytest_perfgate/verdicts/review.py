@@ -47,8 +47,8 @@ def _sure(v: Verdict) -> str:
     if v.outcome == "inconclusive":
         bounded = math.isfinite(v.lower) or math.isfinite(v.upper)
         return "not sure either way: " + text.inconclusive_label(v.needed, v.n, v.method, v.details, bounded=bounded)
-    if v.direction is None or v.threshold is None or not math.isfinite(v.confidence):
-        return ""
+    if v.outcome not in ("pass", "fail") or v.direction is None or v.threshold is None or not math.isfinite(v.confidence):
+        return ""  # a recorded gate has no side; an outcome of another kind claims none
     return f"{percent(v.confidence)} sure it is {_side(v)}"
 
 

@@ -73,3 +73,8 @@ def test_the_terminal_shows_the_brief_and_with_v_the_full_summary() -> None:
     assert brief[0].startswith("FAILED long_context_ttft") and full[0].startswith("gate long_context_ttft: ttft p99 = 212 ms")
     assert "sequential" in full[0] and "sequential" not in "\n".join(brief)
     assert head == "gate long_context_ttft: ttft p99 212 ms > max 150 ms; fallback: tiered_kv_cache, sequence_parallel"
+
+
+def test_an_outcome_without_a_decision_claims_no_side() -> None:
+    v = _ttft([100.0] * 600, outcome="invalid")  # an outcome kind this module does not know
+    assert first_line(v) == "INVALID long_context_ttft: ttft p99 100 ms vs max 150 ms (n=600)"
