@@ -62,7 +62,7 @@ def test_allocator_sweep_max_safe_batch(perfgate: Perfgate, perfgate_memory: mem
                                         allocator_sweep: memory.SweepResult) -> None:
     perfgate.write_text("memory-sweep.json", json.dumps(allocator_sweep.to_dict(), indent=1))
     perfgate.note("\n".join(allocator_sweep.table()))
-    perfgate.note(allocator_sweep.best(perfgate.confidence or perfgate.thresholds.settings.confidence).statement())
+    perfgate.note(allocator_sweep.best(perfgate.confidence).statement())
     perfgate_memory.check(perfgate, allocator_sweep, "max_safe_batch_ratio")
 
 
@@ -71,7 +71,7 @@ def test_allocator_sweep_max_safe_batch(perfgate: Perfgate, perfgate_memory: mem
 def test_fallback_best_allocator_setting(perfgate: Perfgate, params: memory.MemoryParams,
                                          allocator_sweep: memory.SweepResult) -> None:
     """Re-run the workload under the best measured setting and gate its fragmentation."""
-    best = allocator_sweep.best(perfgate.confidence or perfgate.thresholds.settings.confidence)
+    best = allocator_sweep.best(perfgate.confidence)
     setting = params.setting(best.setting)
     perfgate.note(f"applying {setting.name}: {setting.describe()}")
     r = memory.run_child(params.spec(), setting)

@@ -9,7 +9,7 @@ arguments, one engine at a time; on it a concurrency sweep of phase-1 long-conte
 most concurrent requests under the phase-1 SLO (gate ``batch_retune_capacity``), each point decided
 at ``1 - (1 - c) / K`` (Bonferroni over the K points); its verdict carries the chosen arguments
 (``details``: ``arg.max_num_seqs``, ...) into decisions.json, where phase 2 reads them back with
-``pytest_perfgate.load.retune.retuned_args(perfgate.decision("phase1_retune"), "batch_retune_capacity")``.
+``retune.retuned_args(perfgate.decision("phase1_retune"), "batch_retune_capacity")``.
 """
 
 from __future__ import annotations
@@ -21,20 +21,23 @@ from typing import Any
 
 import pytest
 
-from pytest_perfgate import Engines, LoadConfig, Perfgate, Thresholds, prompts, workload
-from pytest_perfgate.config.units import parse_quantity
-from pytest_perfgate.load.capacity import level_of
-from pytest_perfgate.load.gates import terms_of
-from pytest_perfgate.load.retune import choose, details_of
-from pytest_perfgate.load.sweep import Sweep, argument_grid, engine_sweep, point_name
-from pytest_perfgate.verdicts.rules import resolve_confidence
-from pytest_perfgate.verdicts.verdict import evaluate
+from pytest_perfgate import (
+    Engines,
+    LoadConfig,
+    Perfgate,
+    Thresholds,
+    evaluate,
+    parse_quantity,
+    prompts,
+    retune,
+    workload,
+)
 
 GATE = "batch_retune_capacity"
 
 
 @dataclass(frozen=True)
-class Retune:
+class RetuneParams:
     """``[params.phase1_retune]`` (its ``embedded`` table on the embedded CPU engine)."""
 
     grid: Mapping[str, Any]
@@ -47,53 +50,54 @@ class Retune:
 
 
 @pytest.fixture(scope="module")
-def retune(perfgate_thresholds: Thresholds, perfgate_engines: Engines) -> Retune:
-    return workload(Retune, perfgate_thresholds, "phase1_retune", embedded=perfgate_engines.is_embedded("speculative"))
+def retune_params(perfgate_thresholds: Thresholds, perfgate_engines: Engines) -> RetuneParams:
+    return workload(RetuneParams, perfgate_thresholds, "phase1_retune", embedded=perfgate_engines.is_embedded("speculative"))
 
 
-def _gate(perfgate: Perfgate, retune: Retune) -> tuple[Any, str]:
+def _gate(perfgate: Perfgate, params: RetuneParams) -> tuple[Any, str]:
     """The gate as thresholds.toml has it, or with the embedded budget's SLO terms (the note says so)."""
     g = perfgate.gate(GATE)
-    if not retune.slo:
+    if not params.slo:
         return g, ""
     slo = []
-    for key, value in retune.slo.items():
+    for key, value in params.slo.items():
         metric, _, q = key.partition("_p")
         slo.append((metric, float(q) / 100, parse_quantity(value).base))
     shown = ", ".join(f"P{q * 100:g} {m.upper()} <= {lim * 1e3:g} ms" for m, q, lim in slo)
     return dataclasses.replace(g, slo=tuple(slo)), (
-        f"embedded CPU budget ([params.phase1_retune.embedded]): {shown} and {retune.prompt_tokens}-token prompts in "
+        f"embedded CPU budget ([params.phase1_retune.embedded]): {shown} and {params.prompt_tokens}-token prompts in "
         f"place of the gate's {', '.join(f'P{q * 100:g} {m.upper()} <= {lim * 1e3:g} ms' for m, q, lim in g.slo if q)}"
         " (2 CPU cores miss the phase-1 SLO at every level, and a P99 claim needs hundreds of requests a level)")
 
 
 @pytest.mark.gate(GATE)
-def test_batch_retune_under_the_phase1_slo(perfgate: Perfgate, perfgate_engines: Engines, retune: Retune) -> None:
-    gate, note = _gate(perfgate, retune)
-    c = resolve_confidence(gate, perfgate.thresholds, perfgate.confidence)
-    terms = terms_of(gate)
-    points = argument_grid(**{k: list(v) for k, v in retune.grid.items()})
+def test_batch_retune_under_the_phase1_slo(perfgate: Perfgate, perfgate_engines: Engines,
+                                         retune_params: RetuneParams) -> None:
+    gate, note = _gate(perfgate, retune_params)
+    c = perfgate.confidence  # the gate's own, --perfgate-confidence, else the file's
+    terms = retune.terms_of(gate)
+    points = retune.argument_grid(**{k: list(v) for k, v in retune_params.grid.items()})
     tok = perfgate_engines.tokenizer(perfgate.engine)
-    base = LoadConfig(mode="concurrency", concurrency=1, num_requests=retune.requests, warmup=1,
-                      max_seconds=retune.max_seconds)
+    base = LoadConfig(mode="concurrency", concurrency=1, num_requests=retune_params.requests, warmup=1,
+                      max_seconds=retune_params.max_seconds)
 
-    def measure(point: Mapping[str, Any]) -> Sweep:
-        name = perfgate_engines.variant(perfgate.engine, point_name(perfgate.engine, point), **point)
-        sw = Sweep("concurrency")
-        for i, level in enumerate(retune.levels):  # the fixed sequence: stop at the first level not sustained
-            reqs = prompts.exact_length_prompts(tok, retune.prompt_tokens, retune.requests, seed=40 + i,
-                                                tag=f"retune-{level}", max_tokens=retune.max_tokens)
+    def measure(point: Mapping[str, Any]) -> retune.Sweep:
+        name = perfgate_engines.variant(perfgate.engine, retune.point_name(perfgate.engine, point), **point)
+        sw = retune.Sweep("concurrency")
+        for i, level in enumerate(retune_params.levels):  # the fixed sequence: stop at the first level not sustained
+            reqs = prompts.exact_length_prompts(tok, retune_params.prompt_tokens, retune_params.requests, seed=40 + i,
+                                                tag=f"retune-{level}", max_tokens=retune_params.max_tokens)
             run = perfgate_engines.run(name, reqs, dataclasses.replace(base, concurrency=int(level)))
             sw.results[float(level)] = run
-            if level_of(float(level), run.records, terms, c, open_loop=False).decision != "pass":
+            if retune.level_of(float(level), run.records, terms, c, open_loop=False).decision != "pass":
                 break
         return sw
 
-    grid = engine_sweep(points, measure, on_point=lambda p, sw: perfgate.note(
-        f"retune {point_name(perfgate.engine, p)}: levels {sorted(sw.results)}"))
-    choice = choose(grid.points, grid.results, terms, c)
+    grid = retune.engine_sweep(points, measure, on_point=lambda p, sw: perfgate.note(
+        f"retune {retune.point_name(perfgate.engine, p)}: levels {sorted(sw.results)}"))
+    choice = retune.choose(grid.points, grid.results, terms, c)
     v = evaluate(gate, grid.results[choice.index], confidence=choice.confidence, thresholds=perfgate.thresholds)
-    v = dataclasses.replace(v, details={**v.details, **details_of(choice)},
+    v = dataclasses.replace(v, details={**v.details, **retune.details_of(choice)},
                             note="; ".join(x for x in (v.note, choice.text(), note) if x))
     perfgate.note(v.summary())
     perfgate.record(v)

@@ -118,7 +118,7 @@ def test_tuning_sweep(perfgate: Perfgate, p3: distributed.Phase3Params, results:
         docs[cfg.name] = doc
         return [t / 1e6 for t in doc["sizes"][0]["times_us"]], doc["comm_env"]
 
-    res = distributed.run_sweep(configs, run, perfgate.confidence or perfgate.thresholds.settings.confidence)
+    res = distributed.run_sweep(configs, run, perfgate.confidence)
     for row in res.rows:
         check_sizes(perfgate, docs[row.config.name], ("allreduce_p99",), results.ran_under, f"tuning {row.config.name}")
     perfgate.note(res.summary())

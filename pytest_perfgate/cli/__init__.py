@@ -80,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``perfgate`` console script."""
+    from ..runtime import noise
     from .commands import run
+
+    noise.install()  # before anything imports torch/torchao (models make, check): their import noise, only it
 
     ns = build_parser().parse_args(argv)
     return run(ns)

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..verdicts.record import VerdictRecord
+
 OK, FAILED, USAGE, NOT_FOUND, BAD_CONFIG = 0, 1, 2, 3, 4
 DEFAULT_RESULTS = "perfgate-results"
 
@@ -124,11 +126,11 @@ def _show(ns: argparse.Namespace) -> int:
     doc = _decisions(ns.results)
     phases: dict[str, Any] = {}
     for name, e in doc.get("phases", {}).items():
-        vs = [v for v in e.get("verdicts", []) if isinstance(v, Mapping)]
+        vs = [VerdictRecord.read(v) for v in e.get("verdicts", []) if isinstance(v, Mapping)]
         phases[name] = {
             "outcome": e.get("outcome"), "run_id": e.get("run_id"), "timestamp": e.get("timestamp"),
             "git_commit": e.get("git_commit"),
-            "verdicts": [{"gate": v.get("gate"), "outcome": v.get("outcome"), "summary": v.get("summary")} for v in vs],
+            "verdicts": [{"gate": v.gate, "outcome": v.outcome, "summary": v.summary} for v in vs],
             "triggered_fallbacks": [{"name": f, **{k: (doc.get("fallbacks", {}).get(f) or {}).get(k) for k in ("title", "cost", "doc")}}
                                     for f in e.get("triggered_fallbacks", [])],
         }
@@ -177,12 +179,12 @@ def _history(ns: argparse.Namespace) -> int:
                                "lower", "upper", "n", "unit", "threshold", "direction", "method", "confidence", "samples")}
             for r in rows]})
         return OK
+    shown = [VerdictRecord.read(r["verdict"]) for r in rows]
     print(_table(["time", "run", "commit", "gate", "outcome", "observed", "bounds", "threshold"], [
-        [r["time"], r["run_id"], (r["git_commit"] or "-")[:10], r["gate"], r["outcome"],
-         r["verdict"].get("display", {}).get("observed", "-"),
-         f"{r['verdict'].get('display', {}).get('lower', '')} - {r['verdict'].get('display', {}).get('upper', '')}",
-         f"{r['direction']} {r['verdict'].get('display', {}).get('threshold', '')}" if r["direction"] else "recorded"]
-        for r in rows]))
+        [r["time"], r["run_id"], (r["git_commit"] or "-")[:10], r["gate"], r["outcome"], v.shown("observed") or "-",
+         f"{v.shown('lower') or ''} - {v.shown('upper') or ''}",
+         f"{r['direction']} {v.shown('threshold') or ''}" if r["direction"] else "recorded"]
+        for r, v in zip(rows, shown, strict=True)]))
     return OK
 
 
@@ -224,29 +226,30 @@ def _evaluate(ns: argparse.Namespace) -> int:
         raise CommandError(str(e)) from None
     gate = th.gate(ns.gate)
     v = reevaluate(stored, gate, th)
-    live = row["verdict"]
-    vs_base = live.get("vs_baseline")
-    if isinstance(vs_base, Mapping) and vs_base.get("baseline_run"):
+    live = VerdictRecord.read(row["verdict"])
+    vs_base = live.vs_baseline
+    if vs_base is not None and vs_base.baseline_run:
         # the live verdict was compared with a baseline run: compare again, the same way
         from ..store.baseline import apply, compare
         from ..verdicts.rules import resolve_confidence
 
-        base = _run_verdict(ns.results, str(vs_base["baseline_run"]), ns.gate)
+        base = _run_verdict(ns.results, vs_base.baseline_run, ns.gate)
         c = resolve_confidence(gate, th, stored.confidence)
         cmp = compare(gate, stored.data, load(Path(base["results_dir"]) / base["samples"]).data, confidence=c,
-                      thresholds=th, baseline_run=base["run_id"], baseline_label=str(vs_base.get("baseline_label", "")))
+                      thresholds=th, baseline_run=base["run_id"], baseline_label=vs_base.baseline_label)
         if cmp is not None:
             v = apply(v, cmp, gate)
     d = v.to_dict()
     matches = same_verdict(d, live)
     if ns.json:
         _print_json({"run_id": row["run_id"], "gate": ns.gate, "samples": row["samples"], "verdict": d,
-                     "live": {k: live.get(k) for k in ("outcome", "observed", "lower", "upper", "n")}, "matches": matches})
+                     "live": {"outcome": live.outcome, "observed": live.observed, "lower": live.lower,
+                              "upper": live.upper, "n": live.n}, "matches": matches})
     else:
         print(v.summary())
         print(f"run {row['run_id']}, data {row['samples']}: "
               + ("same verdict as the live run" if matches else
-                 f"DIFFERS from the live run ({live.get('outcome')}: {live.get('summary')})"))
+                 f"DIFFERS from the live run ({live.outcome}: {live.summary})"))
     return OK if v.outcome in ("pass", "recorded") else FAILED
 
 

@@ -8,6 +8,11 @@ pass a point at its boundary up to K times as often). The chosen point is the on
 sustained level; ties go to the earlier point of the grid (list it smallest batch first: the
 cheapest in memory). Its verdict carries the chosen arguments in ``details`` (decisions.json), where
 phase 2 reads them back with :func:`retuned_args`.
+
+The re-tune's public face (``from pytest_perfgate import retune``; perf_tests/test_phase1_retune.py):
+:func:`choose`, :func:`details_of`, :func:`retuned_args`, :func:`per_point_confidence`, and what a grid
+point's sweep is made of: :class:`Sweep`, :func:`argument_grid`, :func:`engine_sweep`,
+:func:`point_name` (sweep.py), :func:`level_of` (capacity.py), :func:`terms_of` (gates.py).
 """
 
 from __future__ import annotations
@@ -17,8 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .capacity import Term, level_of
-from .sweep import Sweep
+from .capacity import Term
+from .capacity import level_of as level_of
+from .gates import terms_of as terms_of
+from .sweep import Sweep as Sweep
+from .sweep import argument_grid as argument_grid
+from .sweep import engine_sweep as engine_sweep
+from .sweep import point_name as point_name
 
 ARG_PREFIX = "arg."
 
@@ -77,7 +87,9 @@ def retuned_args(decision: Mapping[str, Any] | None, gate: str) -> dict[str, int
     gate ``gate``'s verdict, {} when the phase has no such passing verdict."""
     if not decision:
         return {}
-    for v in decision.get("verdicts", []):
-        if v.get("gate") == gate and v.get("outcome") == "pass":
-            return {k[len(ARG_PREFIX):]: int(x) for k, x in (v.get("details") or {}).items() if k.startswith(ARG_PREFIX)}
+    from ..verdicts.record import VerdictRecord
+
+    for v in map(VerdictRecord.read, decision.get("verdicts", [])):
+        if v.gate == gate and v.outcome == "pass":
+            return {k[len(ARG_PREFIX):]: int(x) for k, x in v.details.items() if k.startswith(ARG_PREFIX)}
     return {}

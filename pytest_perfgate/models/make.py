@@ -321,5 +321,13 @@ def noisy_copy(model: Any, scale: float, seed: int) -> Any:
 
 
 def _save(model: Any, tok: Any, d: Path) -> None:
-    model.save_pretrained(d, safe_serialization=True)
-    tok.save_pretrained(d)
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # "Writing model shards: 100%" of a 1-shard, milliseconds-long write
+    try:
+        model.save_pretrained(d, safe_serialization=True)
+        tok.save_pretrained(d)
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]

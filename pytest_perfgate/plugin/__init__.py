@@ -349,7 +349,8 @@ def _short_failure(item: pytest.Item, call: pytest.CallInfo[None], report: Any) 
     exc = call.excinfo.value if call.excinfo is not None else None
     if exc is None or item.config.option.tbstyle == "long" or item.config.option.verbose >= 2:
         return False
-    got = message(exc, item.stash.get(SHORT, False), exc.msg if isinstance(exc, pytest.fail.Exception) else None)
+    got = message(exc, item.stash.get(SHORT, False), exc.msg if isinstance(exc, pytest.fail.Exception) else None,
+                  item.config.option.verbose)
     if got is None:
         return False
     lines, head = got

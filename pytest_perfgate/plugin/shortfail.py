@@ -17,13 +17,14 @@ def engine_tail(lines: list[str]) -> bool:
     return len(lines) > 1 and (lines[1].startswith("log: ") or (lines[1].startswith("last ") and " lines of " in lines[1]))
 
 
-def message(exc: BaseException, short: bool, fail_msg: str | None) -> tuple[list[str], str] | None:
+def message(exc: BaseException, short: bool, fail_msg: str | None, verbose: int = 0) -> tuple[list[str], str] | None:
     """(lines, crash headline) of a failure shown as its message alone, or None for any other
     failure. ``short``: the test was marked to fail with a message; ``fail_msg``: the message of a
-    ``pytest.fail`` exception (None for other exceptions)."""
+    ``pytest.fail`` exception (None for other exceptions); ``verbose`` (``-v``): a gate failure's
+    full summaries (bounds, sequential plan, warm-ups, notes) in place of its brief lines."""
     cap = MAX_FAILURE_LINES
     if isinstance(exc, GateFailure):
-        text, head = str(exc), headline(exc.verdict)
+        text, head = (str(exc) if verbose > 0 else exc.brief), headline(exc.verdict)
         cap *= len(exc.verdicts)  # every failing gate's sentence (check_all), each in a few lines
         if len(exc.verdicts) > 1:
             head += f" (and {len(exc.verdicts) - 1} more failing gate(s))"

@@ -3,13 +3,22 @@ variants and the preflight builds the same ones with vLLM before a GPU is booked
 
 A variant is the failing engine's arguments with a few replaced; each comes with the GPUs it
 needs, so a plan that vLLM (or the machine) cannot run says why in one line.
+
+The fallback plans' public face (``from pytest_perfgate import plans``; perf_tests/test_phase1_fallbacks.py):
+the variants :func:`tiered_kv`, :func:`context_parallel`, :func:`switch_draft`; plan A's sizing
+:func:`gpu_kv_tokens`, :func:`eviction`, :data:`EXTERNAL_HITS`, :data:`EXTERNAL_QUERIES`; and an
+engine's model shape, :func:`model_shape`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..config import EngineSpec, Thresholds
+    from ..roofline.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -121,3 +130,12 @@ def eviction(gpu_tokens: int, cpu_tokens: int, prompt_tokens: int, prompts: int)
                 f"{need:,} CPU tokens (raise [params.phase1] kv_offloading_gib by "
                 f"{(need - cpu_tokens) / max(cpu_tokens, 1):.0%} or more)")
     return k, f
+
+
+def model_shape(thresholds: Thresholds, spec: EngineSpec) -> ModelSpec | None:
+    """The model shape of engine ``spec`` (its ``[models.*]`` table, of an engine it extends, or its
+    model's config.json), or None when neither says it."""
+    from ..roofline.config import parse
+
+    return parse(thresholds.hardware, thresholds.models).model_for(
+        spec.name, spec.args.get("model"), (spec.extends,) if spec.extends else ())

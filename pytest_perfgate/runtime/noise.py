@@ -2,7 +2,9 @@
 
 Each rule names one logger and one message of a library we import (through torch, vLLM, torchao),
 and drops that record only; every other record of that logger, and every other logger, is left as
-it is, so a real error still shows. Installed once per process by the plugin (:func:`install`).
+it is, so a real error still shows. Installed once per process (:func:`install`) by the plugin and by
+the ``perfgate`` command before it runs anything (``perfgate models make`` in set-up imports torchao
+through transformers; ``models/make.py`` also hides transformers' shard-writing progress bar).
 
 ============================  ===========================================================  ==========
 logger                        message                                                      dropped

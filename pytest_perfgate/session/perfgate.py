@@ -204,9 +204,21 @@ class Perfgate:
         return self._state.thresholds
 
     @property
-    def confidence(self) -> float | None:
-        """The ``--perfgate-confidence`` override (None: each gate's own, see rules.resolve_confidence)."""
-        return self._confidence
+    def confidence(self) -> float:
+        """The confidence this test's verdicts are evaluated at, resolved once for every caller: the
+        gate's own ``confidence`` when the test is bound to one gate, ``--perfgate-confidence`` (which
+        never weakens a gate's own), else ``[perfgate] confidence`` of the thresholds file (0.95 when
+        it has none). :meth:`check`, :meth:`evaluate`, :meth:`best_of` and
+        :meth:`sample_until_decided` evaluate at this (per gate when the test has several)."""
+        return self._confidence_of(self.gate() if len(self._bound) == 1 else None)
+
+    def _confidence_of(self, g: Gate | None) -> float:
+        """The confidence of gate ``g`` in this run (None: the session's, for no one gate)."""
+        from ..verdicts.rules import resolve_confidence
+
+        if g is not None:
+            return resolve_confidence(g, self.thresholds, self._confidence)
+        return self._confidence or self.thresholds.settings.confidence
 
     @property
     def params(self) -> Mapping[str, Any]:
@@ -268,7 +280,6 @@ class Perfgate:
 
     def _evaluate(self, data: Any, gate: str | None, *, note: Note = "", label: str = "",
                   candidates: int = 1) -> Verdict:
-        from ..verdicts.rules import resolve_confidence
         from ..verdicts.verdict import evaluate
         from .bench import annotate, is_benchmark, samples_of
 
@@ -277,8 +288,7 @@ class Perfgate:
         bench = data if is_benchmark(data) else None
         if bench is not None:  # pytest-benchmark's fixture: its raw per-round timings
             data = samples_of(bench, g.name)
-        c = resolve_confidence(g, self.thresholds, self._confidence)
-        c = 1 - (1 - c) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
+        c = 1 - (1 - self._confidence_of(g)) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
         v = evaluate(g, data, confidence=c, thresholds=self.thresholds)
         said = note(v) if callable(note) else note
         v = _noted(v, f"{label}: {said}" if label and said else label or said)
@@ -302,7 +312,7 @@ class Perfgate:
         k = len(candidates)
         if not k:
             raise ValueError(f"gate {g.name}: no candidates to choose from")
-        c = 1 - (1 - resolve(g, self)) / k
+        c = 1 - (1 - self._confidence_of(g)) / k
         # the pick by point estimate (ties: the better bound), the same at any confidence
         point = {n: evaluate(g, self._data_for(g, d), confidence=c, thresholds=self.thresholds)
                  for n, d in candidates.items()}
@@ -404,9 +414,7 @@ class Perfgate:
             thresholds=self.thresholds, unit=unit, progress=progress, max_draws=max_draws,
             first_look=first_look,
         )
-        from ..verdicts.rules import resolve_confidence
-
-        c = resolve_confidence(g, self.thresholds, self._confidence)
+        c = self._confidence_of(g)
         from dataclasses import replace
 
         notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
@@ -454,13 +462,6 @@ def verdict_properties(v: Verdict, engines: Sequence[Mapping[str, Any]],
     props.append((VERDICT_PROPERTY, json.dumps(d, default=str, allow_nan=False)))
     props.extend(v.user_properties())
     return d, props
-
-
-def resolve(g: Gate, pg: Perfgate) -> float:
-    """The confidence a gate is evaluated at in this run (``--perfgate-confidence`` wins)."""
-    from ..verdicts.rules import resolve_confidence
-
-    return resolve_confidence(g, pg.thresholds, pg.confidence)
 
 
 def _noted(v: Verdict, note: str) -> Verdict:

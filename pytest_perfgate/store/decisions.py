@@ -17,6 +17,7 @@ from typing import Any
 
 from ..config import Thresholds
 from ..runtime.atomic import atomic_write_text
+from ..verdicts.record import VerdictRecord
 
 SCHEMA = "pytest-perfgate/decisions/1"
 FILENAME = "decisions.json"
@@ -68,10 +69,10 @@ def decision(phase: str, out_dir: str | Path = "perfgate-results") -> dict[str, 
 
 def gate_value(entry: Mapping[str, Any] | None, gate: str) -> float | None:
     """The observed value of ``gate`` in a phase entry (e.g. ``vision_kv_tokens_freed`` of phase 2)."""
-    for v in (entry or {}).get("verdicts", []):
-        if v.get("gate") == gate:
-            obs = v.get("observed")
-            return float(obs) if obs is not None else None
+    vs = (entry or {}).get("verdicts")
+    for v in (VerdictRecord.read(d) for d in vs if isinstance(d, Mapping)) if isinstance(vs, list) else ():
+        if v.gate == gate:
+            return v.observed
     return None
 
 
@@ -98,23 +99,23 @@ def phase_outcome(
     * "fallback": gates failed and *every* plan they triggered was validated (its test passed);
     * "passed": every required gate passed.
     """
-    vs = list(verdicts)
+    vs = [VerdictRecord.read(v) for v in verdicts]
     if not vs:
         return "not run"
-    if any(v["outcome"] == "error" for v in vs):
+    if any(v.outcome == "error" for v in vs):
         return "failed"
-    failed = [v for v in vs if v["outcome"] == "fail"]
+    failed = [v for v in vs if v.outcome == "fail"]
     if failed:
-        triggered = {f for v in failed for f in v.get("fallbacks", [])}
+        triggered = {f for v in failed for f in v.fallbacks}
         ok = {t["fallback"] for t in fallback_tests if t["outcome"] == "passed"}
         if not triggered or not triggered <= ok:
             return "failed"
-    evaluated = {v["gate"] for v in vs if v["outcome"] != "recorded"}
+    evaluated = {v.gate for v in vs if v.outcome != "recorded"}
     if required is not None and (set(required) - evaluated):
         return "incomplete"
     if not evaluated:
         return "incomplete"  # record-only verdicts never make a phase pass
-    if any(v["outcome"] == "inconclusive" for v in vs):
+    if any(v.outcome == "inconclusive" for v in vs):
         return "inconclusive"
     return "fallback" if failed else "passed"
 
@@ -130,8 +131,9 @@ def phase_entry(
     engines: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     ph = th.phases[phase]
-    triggered = sorted({f for v in verdicts if v["outcome"] == "fail" for f in v.get("fallbacks", [])})
-    evaluated = {v["gate"] for v in verdicts}
+    records = [VerdictRecord.read(v) for v in verdicts]
+    triggered = sorted({f for v in records if v.outcome == "fail" for f in v.fallbacks})
+    evaluated = {v.gate for v in records}
     return {
         "phase": phase,
         "title": ph.title,

@@ -22,24 +22,27 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..config.units import UnitError, unit
+from ..verdicts.record import VerdictRecord
+
+Stored = Mapping[str, Any] | VerdictRecord  # a stored verdict dict, or its record
 
 FORMATS = ("bencher", "github-smaller", "github-bigger")
 
 
-def _scaled(v: Mapping[str, Any], key: str) -> float | None:
-    x = v.get(key)
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+def _scaled(v: VerdictRecord, x: float | None) -> float | None:
+    """``x`` (a number of ``v``, base units) in ``v``'s display unit; None when it is not finite."""
+    if x is None:
         return None
     try:
-        u = unit(str(v.get("unit") or ""))
+        u = unit(v.unit)
     except UnitError:
-        return float(x)
-    return float(x) / u.factor
+        return x
+    return x / u.factor
 
 
-def _measure(v: Mapping[str, Any]) -> str:
-    compare = f"{v.get('compare')}-of-" if v.get("compare") else ""
-    text = f"{compare}{v.get('metric', 'value')}-{v.get('statistic', '')}"
+def _measure(v: VerdictRecord) -> str:
+    compare = f"{v.compare}-of-" if v.compare else ""
+    text = f"{compare}{v.metric or 'value'}-{v.statistic}"
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "value"
 
 
@@ -54,19 +57,17 @@ def _finite(x: object) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def sweep_rows(v: Mapping[str, Any]) -> list[tuple[str, str, float, str, bool]]:
+def sweep_rows(d: Stored) -> list[tuple[str, str, float, str, bool]]:
     """(benchmark, measure, value, unit, smaller is better) of a capacity verdict's sweep: its
     sustained level and knee, then every level's measures; [] for other verdicts."""
-    curve = v.get("curve")
-    if not isinstance(curve, list):
+    v = VerdictRecord.read(d)
+    if not v.curve:
         return []
-    gate, unit_name = str(v.get("gate")), str(v.get("unit") or "concurrent requests")
-    raw = v.get("details")
-    details: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    gate, unit_name = v.gate, v.unit or "concurrent requests"
     rows = [(gate, k, x, unit_name, False) for k in ("sustained", "knee")
-            if (x := _finite(details.get(k))) is not None]
-    for p in curve:
-        level = _finite(p.get("level")) if isinstance(p, Mapping) else None
+            if (x := _finite(v.details.get(k))) is not None]
+    for p in v.curve:
+        level = _finite(p.get("level"))
         if level is None:
             continue
         for key, measure, factor, u, smaller in SWEEP_MEASURES:
@@ -76,50 +77,49 @@ def sweep_rows(v: Mapping[str, Any]) -> list[tuple[str, str, float, str, bool]]:
     return rows
 
 
-def bencher(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+def bencher(verdicts: Iterable[Stored]) -> dict[str, dict[str, dict[str, float]]]:
     """Bencher Metric Format for verdict dicts (the last verdict of a gate wins)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for v in verdicts:
+    for v in map(VerdictRecord.read, verdicts):
         for bench, measure, x, _u, _s in sweep_rows(v):
             out.setdefault(bench, {})[measure] = {"value": x}
-        value = _scaled(v, "observed")
-        if value is None or v.get("outcome") == "error":
+        value = _scaled(v, v.observed)
+        if value is None or v.outcome == "error":
             continue
         m: dict[str, float] = {"value": value}
-        lo, hi = _scaled(v, "lower"), _scaled(v, "upper")
+        lo, hi = _scaled(v, v.lower), _scaled(v, v.upper)
         if lo is not None:
             m["lower_value"] = lo
         if hi is not None:
             m["upper_value"] = hi
-        out.setdefault(str(v.get("gate")), {})[_measure(v)] = m
+        out.setdefault(v.gate, {})[_measure(v)] = m
     return out
 
 
-def _smaller(v: Mapping[str, Any]) -> bool:
-    if v.get("direction") in ("max", "min"):
-        return v.get("direction") == "max"
+def _smaller(v: VerdictRecord) -> bool:
+    if v.direction in ("max", "min"):
+        return v.direction == "max"
     from ..config.metrics import lookup
     from .baseline import SMALLER_IS_BETTER_DIMENSIONS, SMALLER_IS_BETTER_METRICS
 
-    m = lookup(str(v.get("metric") or ""))
-    return str(v.get("metric")) in SMALLER_IS_BETTER_METRICS or (m is not None and m.dimension in SMALLER_IS_BETTER_DIMENSIONS)
+    m = lookup(v.metric)
+    return v.metric in SMALLER_IS_BETTER_METRICS or (m is not None and m.dimension in SMALLER_IS_BETTER_DIMENSIONS)
 
 
-def github_benchmark(verdicts: Iterable[Mapping[str, Any]], *, smaller_is_better: bool) -> list[dict[str, Any]]:
+def github_benchmark(verdicts: Iterable[Stored], *, smaller_is_better: bool) -> list[dict[str, Any]]:
     """github-action-benchmark custom JSON (``customSmallerIsBetter`` or ``customBiggerIsBetter``)."""
     out: list[dict[str, Any]] = []
-    for v in verdicts:
-        out.extend({"name": f"{bench} {measure}", "unit": u, "value": x, "extra": f"{v.get('outcome')}; load sweep"}
+    for v in map(VerdictRecord.read, verdicts):
+        out.extend({"name": f"{bench} {measure}", "unit": u, "value": x, "extra": f"{v.outcome}; load sweep"}
                    for bench, measure, x, u, smaller in sweep_rows(v) if smaller == smaller_is_better)
-        value = _scaled(v, "observed")
-        if value is None or v.get("outcome") == "error" or _smaller(v) != smaller_is_better:
+        value = _scaled(v, v.observed)
+        if value is None or v.outcome == "error" or _smaller(v) != smaller_is_better:
             continue
-        item: dict[str, Any] = {"name": f"{v.get('gate')} ({v.get('metric')} {v.get('statistic')})",
-                                "unit": str(v.get("unit") or ""), "value": value}
-        lo, hi = _scaled(v, "lower"), _scaled(v, "upper")
+        item: dict[str, Any] = {"name": f"{v.gate} ({v.metric} {v.statistic})", "unit": v.unit, "value": value}
+        lo, hi = _scaled(v, v.lower), _scaled(v, v.upper)
         if lo is not None and hi is not None:
             item["range"] = f"{lo:.6g} - {hi:.6g}"
-        item["extra"] = f"{v.get('outcome')}; n={v.get('n')}; run {v.get('run_id', '')}".strip()
+        item["extra"] = f"{v.outcome}; n={v.n}; run {v.run_id}".strip()
         out.append(item)
     return out
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..verdicts.record import VerdictRecord
+
 FILENAME = "history.sqlite"
 VERSION = 1
 
@@ -170,15 +172,14 @@ def record(
             )
             added = 0
             for seq, v in verdicts:
+                r = VerdictRecord.read(v)
                 cur = con.execute(
                     "INSERT OR IGNORE INTO verdicts (run_id, seq, time, phase, gate, test, outcome, metric, statistic, "
                     "observed, lower, upper, n, unit, direction, threshold, baseline, method, confidence, samples, "
                     "verdict) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (run_id, seq, now, str(v.get("phase", "")), str(v.get("gate", "")), v.get("test"),
-                     str(v.get("outcome", "")), v.get("metric"), v.get("statistic"), _real(v.get("observed")),
-                     _real(v.get("lower")), _real(v.get("upper")), v.get("n") if isinstance(v.get("n"), int) else None,
-                     v.get("unit"), v.get("direction"), _real(v.get("threshold")), _real(v.get("baseline")),
-                     v.get("method"), _real(v.get("confidence")), v.get("samples"),
+                    (run_id, seq, now, r.phase, r.gate, r.test or None, r.outcome, r.metric or None,
+                     r.statistic or None, r.observed, r.lower, r.upper, r.n, r.unit or None, r.direction,
+                     r.threshold, r.baseline, r.method or None, r.confidence, r.samples or None,
                      json.dumps(_finite(dict(v)), default=str, allow_nan=False)),
                 )
                 added += cur.rowcount

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .wording import metric_label, needed_units, op
@@ -17,11 +18,23 @@ class GateFailure(AssertionError):
     def __init__(self, verdict: Verdict, *others: Verdict) -> None:
         self.verdict = verdict
         self.verdicts = (verdict, *others)
-        super().__init__("\n".join(_sentences(self.verdicts)))
+        super().__init__("\n".join(_sentences(self.verdicts, lambda v: v.message())))
+
+    @property
+    def brief(self) -> str:
+        """The text for the person reading a merge check (the default terminal): per failing gate
+        the outcome, observed vs threshold, n and how sure (review.py), its physical floor when that
+        decides it, and its fallback plans; ``str(self)`` has the full summaries (``-v``)."""
+        from .review import review_lines
+
+        def lines(v: Verdict) -> str:
+            return "\n".join(x for x in (*review_lines(v), v.fallback_text()) if x)
+
+        return "\n".join(_sentences(self.verdicts, lines))
 
 
-def _sentences(verdicts: tuple[Verdict, ...]) -> list[str]:
-    """Each verdict's message; errored gates with the same cause (one run's failed requests) once."""
+def _sentences(verdicts: tuple[Verdict, ...], say: Callable[[Verdict], str]) -> list[str]:
+    """Each verdict's text (``say``); errored gates with the same cause (one run's failed requests) once."""
     errors: dict[str, list[Verdict]] = {}
     for v in verdicts:
         if v.outcome == "error":
@@ -30,7 +43,7 @@ def _sentences(verdicts: tuple[Verdict, ...]) -> list[str]:
     for v in verdicts:
         group = errors.get(v.note, []) if v.outcome == "error" else [v]
         if len(group) == 1:
-            out.append(v.message())
+            out.append(say(v))
         elif group and group[0] is v:
             out.append(f"gates {', '.join(g.gate for g in group)}: ERROR: not evaluated: {v.note}")
     return out

@@ -40,6 +40,30 @@ def _count(value: object) -> int | None:
 
 
 @dataclass(frozen=True)
+class BaselineRecord:
+    """``vs_baseline`` of a stored verdict: the comparison with a baseline run (store/baseline.py)."""
+
+    baseline_run: str = ""
+    baseline_label: str = ""
+    change: float | None = None  # observed / baseline's observed - 1
+    tolerance: float | None = None  # the gate's regression tolerance
+    regressed: bool = False
+    inconclusive: bool = False
+    smaller_is_better: bool = True
+
+    @classmethod
+    def read(cls, d: object) -> BaselineRecord | None:
+        """The record of a ``vs_baseline`` mapping, None when there is none."""
+        if not isinstance(d, Mapping):
+            return None
+        sib = d.get("smaller_is_better", True)
+        return cls(baseline_run=_str(d.get("baseline_run")), baseline_label=_str(d.get("baseline_label")),
+                   change=_num(d.get("change")), tolerance=_num(d.get("tolerance")),
+                   regressed=bool(d.get("regressed")), inconclusive=bool(d.get("inconclusive")),
+                   smaller_is_better=sib if isinstance(sib, bool) else True)
+
+
+@dataclass(frozen=True)
 class VerdictRecord:
     """The fields of a stored verdict. Numbers are base units (``unit`` is the display unit)."""
 
@@ -74,6 +98,15 @@ class VerdictRecord:
     efficiency: float | None = None
     efficiency_kind: str = ""
     floor_basis: str = ""
+    # what the recorder and the store add to the dict (plugin/recorder.py, store/live.py, store/decisions.py)
+    test: str = ""  # the test's node id
+    label: str = ""  # which of several verdicts of one gate (Perfgate.evaluate(label=...))
+    samples: str = ""  # the stored data file, relative to the results directory
+    run_id: str = ""
+    runs: tuple[str, ...] = ()  # a comparison gate's two runs
+    duration: float | None = None  # seconds of the gate's own time (gates.xml)
+    curve: tuple[Mapping[str, Any], ...] = ()  # a capacity gate's levels, in order
+    vs_baseline: BaselineRecord | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)  # the dict as read
 
     @classmethod
@@ -102,7 +135,7 @@ class VerdictRecord:
             floor=_num(d.get("floor")), floor_kind=_str(d.get("floor_kind")),
             floor_multiple=_num(d.get("floor_multiple")), efficiency=_num(d.get("efficiency")),
             efficiency_kind=_str(d.get("efficiency_kind")), floor_basis=_str(d.get("floor_basis")),
-            raw=d,
+            **_added(d), raw=d,
         )
 
     def exact(self, key: str) -> float:
@@ -125,6 +158,18 @@ class VerdictRecord:
     def same(self, other: VerdictRecord) -> bool:
         """Agree on outcome, observed value, bounds and n (re-evaluation reproduces a verdict)."""
         return all(getattr(self, k) == getattr(other, k) for k in ("outcome", "observed", "lower", "upper", "n"))
+
+
+def _added(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields the recorder and the store add to a verdict's dict."""
+    runs, curve = d.get("runs"), d.get("curve")
+    return {
+        "test": _str(d.get("test")), "label": _str(d.get("label")), "samples": _str(d.get("samples")),
+        "run_id": _str(d.get("run_id")), "duration": _num(d.get("duration")),
+        "runs": tuple(_str(x) for x in runs) if isinstance(runs, (list, tuple)) else (),
+        "curve": tuple(x for x in curve if isinstance(x, Mapping)) if isinstance(curve, (list, tuple)) else (),
+        "vs_baseline": BaselineRecord.read(d.get("vs_baseline")),
+    }
 
 
 def nonfinite(values: Mapping[str, float]) -> dict[str, str]:

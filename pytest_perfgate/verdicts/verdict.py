@@ -156,13 +156,16 @@ class Verdict:
 
     def message(self) -> str:
         """The failure text, naming the fallback plans."""
-        out = self.summary()
+        fallback = self.fallback_text()
+        return self.summary() + (f"\n{fallback}" if fallback else "")
+
+    def fallback_text(self) -> str:
+        """``-> fallback: plan "title" (doc) [cost: ...]`` of a failed (or inconclusive) gate, or ""."""
         if self.fallback_info and self.outcome in ("fail", "inconclusive"):
-            plans = "; ".join(text.plan_line(f) for f in self.fallback_info)
-            out += f"\n-> fallback: {plans}"
-        elif not self.fallbacks and self.outcome == "fail":
-            out += f"\n-> fallback: {text.no_fallback(self.gate)}"
-        return out
+            return "-> fallback: " + "; ".join(text.plan_line(f) for f in self.fallback_info)
+        if not self.fallbacks and self.outcome == "fail":
+            return f"-> fallback: {text.no_fallback(self.gate)}"
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..runtime.atomic import atomic_write_text
+from ..verdicts.record import VerdictRecord
 from ..verdicts.wording import clean_text, number
 
 __all__ = [
@@ -282,10 +283,11 @@ def select_phases(doc: Mapping[str, Any], phases: Sequence[str] | None) -> list[
     ]
 
 
-def verdicts_of(entry: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The verdict dicts of a phase entry (anything malformed left out)."""
+def verdicts_of(entry: Mapping[str, Any]) -> list[VerdictRecord]:
+    """The verdicts of a phase entry, typed (anything malformed left out): writers read their fields
+    as attributes, so a renamed field is a type error, not a silent ``None`` in a report."""
     vs = entry.get("verdicts")
-    return [v for v in vs if isinstance(v, Mapping)] if isinstance(vs, list) else []
+    return [VerdictRecord.read(v) for v in vs if isinstance(v, Mapping)] if isinstance(vs, list) else []
 
 
 def phase_meta(entry: Mapping[str, Any], *, code: Callable[[str], str], plain: Callable[[str], str],
@@ -314,7 +316,7 @@ def phase_meta(entry: Mapping[str, Any], *, code: Callable[[str], str], plain: C
 
 def verdict_values(selected: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> list[str]:
     """The distinct non-empty ``key`` of the selected phases' verdicts, in order of first appearance."""
-    values = (clean_text(v.get(key)) for _, entry in selected for v in verdicts_of(entry))
+    values = (clean_text(getattr(v, key)) for _, entry in selected for v in verdicts_of(entry))
     return list(dict.fromkeys(x for x in values if x))
 
 
@@ -336,12 +338,12 @@ def strings(value: object) -> list[str]:
     return [clean_text(value)]
 
 
-def case_names(verdicts: Sequence[Mapping[str, Any]]) -> list[str]:
+def case_names(verdicts: Sequence[VerdictRecord]) -> list[str]:
     """One name per verdict: the gate name, ``"gate[2]"``, ``"gate[3]"`` for repeated checks."""
     seen: dict[str, int] = {}
     out = []
     for v in verdicts:
-        gate = clean_text(v.get("gate")) or "(unnamed gate)"
+        gate = clean_text(v.gate) or "(unnamed gate)"
         seen[gate] = seen.get(gate, 0) + 1
         out.append(gate if seen[gate] == 1 else f"{gate}[{seen[gate]}]")
     return out

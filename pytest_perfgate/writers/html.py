@@ -21,7 +21,8 @@ from typing import Any
 
 from .. import writers as common
 from ..verdicts import wording as tx
-from ..verdicts.wording import clean_text, number
+from ..verdicts.record import VerdictRecord
+from ..verdicts.wording import clean_text
 from . import BOUNDS_NOTE, METHOD_NOTES, RenderedWriter, atomic_write_text
 from .html_markup import (
     FT_CLASS,
@@ -112,7 +113,7 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
     rows = []
     for i, (name, entry) in enumerate(selected):
         vs = common.verdicts_of(entry)
-        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("fail", "error", "inconclusive", "pass", "recorded")}
+        counts = {k: sum(1 for v in vs if v.outcome == k) for k in ("fail", "error", "inconclusive", "pass", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
         fbs = [_fallback(doc, fb) for fb in common.strings(entry.get("triggered_fallbacks"))]
         cls = PHASE_CLASS.get(clean_text(entry.get("outcome")), "none")
@@ -124,11 +125,11 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
     failing = []
     for i, (name, entry) in enumerate(selected):
         for case, v in _failing_first(common.verdicts_of(entry)):
-            if v.get("outcome") in ("fail", "error") or (v.get("outcome") == "inconclusive"):
-                cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
+            if v.outcome in ("fail", "error", "inconclusive"):
+                cls = VERDICT_CLASS.get(v.outcome, "bad")
                 failing.append(f'<li><a href="#{_gate_id(i, case)}">{_e(name)} / {_e(case)}</a> '
-                               f'<span class="{cls}">{_e(v.get("outcome"))}</span>'
-                               f'<div class="summary">{_e(v.get("summary"))}</div></li>')
+                               f'<span class="{cls}">{_e(v.outcome)}</span>'
+                               f'<div class="summary">{_e(v.summary)}</div></li>')
     return (
         '<section><h2>Overview</h2><div class="scroll"><table><thead><tr><th>phase</th><th>outcome</th>'
         f"<th>gates</th><th>triggered fallbacks</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
@@ -150,20 +151,17 @@ def _fallback(doc: Mapping[str, Any], name: str) -> str:
     return tx.fallback_line(name, tx.fallback_info(doc, name), strong=_strong, plain=_e, link=_doc_link)
 
 
-def _change_text(v: Mapping[str, Any]) -> str:
-    base = v.get("vs_baseline")
-    if not isinstance(base, Mapping):
+def _change_text(v: VerdictRecord) -> str:
+    base = v.vs_baseline
+    if base is None or base.change is None:
         return "-"
-    ch = number(base.get("change"))
-    if ch is None:
-        return "-"
-    sib = bool(base.get("smaller_is_better", True))
-    worse = ch > 0 if sib else ch < 0
+    ch = base.change
+    worse = ch > 0 if base.smaller_is_better else ch < 0
     text = f"{ch * 100:+.1f}% ({'worse' if worse else 'better'})"
-    tol = number(base.get("tolerance"))
-    if base.get("regressed") and tol is not None:  # "regressed" only against the gate's own regression tolerance
+    tol = base.tolerance
+    if base.regressed and tol is not None:  # "regressed" only against the gate's own regression tolerance
         text += f" regressed beyond {tol * 100:.0f}%"
-    elif base.get("inconclusive") and tol is not None:
+    elif base.inconclusive and tol is not None:
         text += f" (a regression beyond {tol * 100:.0f}% can't be shown or ruled out at this n)"
     return text
 
@@ -177,15 +175,15 @@ def _gate_table(doc: Mapping[str, Any], entry: Mapping[str, Any], index: int) ->
     )
     rows = []
     for name, v in _failing_first(vs):
-        cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
-        failed = v.get("outcome") == "fail"
+        cls = VERDICT_CLASS.get(v.outcome, "bad")
+        failed = v.outcome == "fail"
         fbs = ", ".join(
-            f"<code>{_e(f)}</code>" + (" <strong>triggered</strong>" if failed else "") for f in common.strings(v.get("fallbacks"))
+            f"<code>{_e(f)}</code>" + (" <strong>triggered</strong>" if failed else "") for f in v.fallbacks
         )
-        test = f'<div class="summary">{_e(v.get("test"))}</div>' if v.get("test") else ""
-        bounds = (_e(tx.bounds_cell(v)) if v.get("outcome") == "error" else  # not evaluated: no bounds
+        test = f'<div class="summary">{_e(v.test)}</div>' if v.test else ""
+        bounds = (_e(tx.bounds_cell(v)) if v.outcome == "error" else  # not evaluated: no bounds
                   f'{_e(tx.shown(v, "lower"))} &ndash; {_e(tx.shown(v, "upper"))}'
-                  f'<div class="summary">n={_e(v.get("n"))}, {_e(v.get("method"))}</div>')
+                  f'<div class="summary">n={_e(v.n)}, {_e(v.method)}</div>')
         rows.append(
             "<tr>"
             f'<td><a href="#{_gate_id(index, name)}"><strong>{_e(name)}</strong></a>{test}</td>'
@@ -224,7 +222,7 @@ def _phase(doc: Mapping[str, Any], index: int, name: str, entry: Mapping[str, An
         _gate_table(doc, entry, index),
     ]
     vs = common.verdicts_of(entry)
-    if inconclusive != "fail" and any(v.get("outcome") == "inconclusive" for v in vs):
+    if inconclusive != "fail" and any(v.outcome == "inconclusive" for v in vs):
         parts.append("<p>Inconclusive gates are reported as warnings in this run, not as failures.</p>")
     triggered = common.strings(entry.get("triggered_fallbacks"))
     if triggered:

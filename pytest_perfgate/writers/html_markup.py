@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..verdicts.wording import clean_text, metric_text, number
+from ..verdicts.record import VerdictRecord
+from ..verdicts.wording import clean_text, metric_text
 from . import case_names, is_url
 
 PHASE_CLASS = {"passed": "ok", "failed": "bad", "fallback": "fb", "inconclusive": "warn", "not run": "none"}
@@ -40,9 +41,9 @@ def _f(x: float) -> str:
     return f"{x:.1f}"
 
 
-def _failing_first(vs: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+def _failing_first(vs: list[VerdictRecord]) -> list[tuple[str, VerdictRecord]]:
     named = list(zip(case_names(vs), vs, strict=True))
-    return sorted(named, key=lambda nv: _ORDER.get(clean_text(nv[1].get("outcome")), 1))
+    return sorted(named, key=lambda nv: _ORDER.get(nv[1].outcome, 1))
 
 
 # ---------------------------------------------------------------- interval plot
@@ -50,11 +51,11 @@ def _failing_first(vs: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, 
 _W, _H, _PAD = 220.0, 26.0, 10.0
 
 
-def interval_svg(v: Mapping[str, Any]) -> str:
+def interval_svg(d: Mapping[str, Any] | VerdictRecord) -> str:
     """An inline SVG: bound bar (arrows at unbounded ends), observed dot, threshold line, baseline tick."""
-    lo, hi, obs = number(v.get("lower")), number(v.get("upper")), number(v.get("observed"))
-    thr, base = number(v.get("threshold")), number(v.get("baseline"))
-    if v.get("method") == "single" and obs is not None:
+    v = VerdictRecord.read(d)
+    lo, hi, obs, thr, base = v.lower, v.upper, v.observed, v.threshold, v.baseline
+    if v.method == "single" and obs is not None:
         lo = lo if lo is not None else obs
         hi = hi if hi is not None else obs
     values = [x for x in (lo, hi, obs, thr, base) if x is not None]
@@ -73,10 +74,10 @@ def interval_svg(v: Mapping[str, Any]) -> str:
             r = 0.5
         return left + min(1.0, max(0.0, r)) * (right - left)
 
-    cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "none")
+    cls = VERDICT_CLASS.get(v.outcome, "none")
     color = _COLOR[cls]
     mid = _H / 2
-    label = clean_text(v.get("summary")) or metric_text(v)
+    label = clean_text(v.summary) or metric_text(v)
     parts = [
         f'<svg class="iv" xmlns="http://www.w3.org/2000/svg" width="{_f(_W)}" height="{_f(_H)}" '
         f'viewBox="0 0 {_f(_W)} {_f(_H)}" role="img" aria-label="{_e(label)}">',

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..verdicts.record import VerdictRecord
 from ..verdicts.wording import clean_text, number
-from . import strings, verdict_values, verdicts_of
+from . import verdict_values, verdicts_of
 from .html_markup import VERDICT_CLASS, _e, _failing_first, _gate_id, _info_table, interval_svg
 
 
@@ -56,11 +57,11 @@ class Store:
             return []
 
 
-def _scale(v: Mapping[str, Any]) -> tuple[str, float]:
+def _scale(v: VerdictRecord) -> tuple[str, float]:
     """(display unit, base units per display unit) of a verdict."""
     from ..config.units import UnitError, unit
 
-    name = clean_text(v.get("unit"))
+    name = clean_text(v.unit)
     try:
         return name, unit(name).factor
     except UnitError:
@@ -85,51 +86,51 @@ def _num_or_none(x: object, factor: float) -> float | None:
     return None if n is None else n / factor
 
 
-def _distribution(v: Mapping[str, Any], store: Store) -> tuple[str, str]:
+def _distribution(v: VerdictRecord, store: Store) -> tuple[str, str]:
     """(figure, caption) of one verdict's data; ("", reason) when there is nothing to draw."""
     from . import plots
 
-    stored = store.load(v.get("samples"))
+    stored = store.load(v.samples)
     if stored is None:
         return "", "no stored data for this verdict"
-    metric = clean_text(v.get("metric"))
+    metric = clean_text(v.metric)
     unit_name, factor = _scale(v)
-    thr = _num_or_none(v.get("threshold"), factor)
-    lo, hi, obs = (_num_or_none(v.get(k), factor) for k in ("lower", "upper", "observed"))
+    thr = _num_or_none(v.threshold, factor)
+    lo, hi, obs = (_num_or_none(x, factor) for x in (v.lower, v.upper, v.observed))
     parts = stored.parts
-    compare = bool(v.get("compare"))
+    compare = bool(v.compare)
     series: list[Any] = []
     caption = ""
     if compare and len(parts) == 2:
         # the statistic is a ratio/difference of the two runs: draw both runs on the metric's own axis
-        runs = strings(v.get("runs")) or ["", ""]
+        runs = [clean_text(r) for r in v.runs] or ["", ""]
         unit_name, factor = _metric_unit(metric)
         thr = lo = hi = obs = None
         for i, (part, color) in enumerate(zip(parts, (plots.BLUE, plots.GREY), strict=True)):
             vals = _values(part, metric)
             if vals is not None:
                 series.append(plots.Series(vals / factor, "treatment" if i == 0 else "reference", color))
-        names = (f" (<code>{_e(runs[0])}</code>)", f" (<code>{_e(runs[-1])}</code>)") if v.get("runs") else ("", "")
+        names = (f" (<code>{_e(runs[0])}</code>)", f" (<code>{_e(runs[-1])}</code>)") if v.runs else ("", "")
         caption = (f"treatment{names[0]} in blue vs reference{names[1]} in grey; "
-                   f"the gate's statistic is their {_e(v.get('compare'))}, shown in the table")
+                   f"the gate's statistic is their {_e(v.compare)}, shown in the table")
     else:
         vals = _values(stored.data, metric)
         if vals is not None:
             series.append(plots.Series(vals / factor, "this run", plots.BLUE))
-        base = v.get("vs_baseline")
-        if isinstance(base, Mapping) and base.get("baseline_run"):
-            rows = store.history(gate=clean_text(v.get("gate")), run_id=clean_text(base.get("baseline_run")))
+        base = v.vs_baseline
+        if base is not None and base.baseline_run:
+            rows = store.history(gate=clean_text(v.gate), run_id=clean_text(base.baseline_run))
             bstored = store.load(rows[-1]["samples"]) if rows else None
             bvals = _values(bstored.data, metric) if bstored is not None else None
             if bvals is not None:
                 series.append(plots.Series(bvals / factor, "baseline", plots.GREY))
-                caption = f"baseline run <code>{_e(base.get('baseline_run'))}</code> overlaid in grey"
+                caption = f"baseline run <code>{_e(base.baseline_run)}</code> overlaid in grey"
     if not series:
         if obs is None:
             return "", "no per-request distribution"
         return (plots.interval([("this run", obs, lo, hi)], unit_name, threshold=thr),
                 "rate or single value: observed with its bounds")
-    label = f"{clean_text(v.get('statistic'))}"
+    label = f"{clean_text(v.statistic)}"
     return plots.distribution(series, unit_name, threshold=thr, lower=lo, upper=hi, observed=obs,
                               stat_label=label), caption
 
@@ -170,7 +171,7 @@ def cards(entry: Mapping[str, Any], index: int, store: Store | None) -> str:
     """One card per verdict: its summary and its distribution (or the interval sketch)."""
     out = []
     for name, v in _failing_first(verdicts_of(entry)):
-        cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
+        cls = VERDICT_CLASS.get(v.outcome, "bad")
         fig, caption = ("", "")
         if store is not None:
             try:
@@ -183,21 +184,21 @@ def cards(entry: Mapping[str, Any], index: int, store: Store | None) -> str:
         fig += _sweep(v)
         out.append(
             f'<div class="card {cls}" id="{_gate_id(index, name)}"><h4>{_e(name)} '
-            f'<span class="{cls}">{_e(v.get("outcome"))}</span></h4>'
-            f'<div class="summary">{_e(v.get("summary"))}</div>{fig}'
+            f'<span class="{cls}">{_e(v.outcome)}</span></h4>'
+            f'<div class="summary">{_e(v.summary)}</div>{fig}'
             + (f'<div class="summary">{caption}</div>' if caption else "") + "</div>"
         )
     return f'<h3>Distributions</h3><div class="cards">{"".join(out)}</div>' if out else ""
 
 
-def _sweep(v: Mapping[str, Any]) -> str:
+def _sweep(v: VerdictRecord) -> str:
     """A capacity verdict's latency-vs-load and Pareto plots (its ``curve``), "" for other verdicts."""
-    if not v.get("curve"):
+    if not v.curve:
         return ""
     from .sweep_plots import limits_of, sweep_figure
 
     try:
-        fig = sweep_figure(v.get("curve"), unit=clean_text(v.get("unit")) or "concurrent requests", limits=limits_of(v))
+        fig = sweep_figure(list(v.curve), unit=clean_text(v.unit) or "concurrent requests", limits=limits_of(v))
     except Exception as e:  # a plot must never cost the report
         return f'<div class="summary">sweep plot failed: {_e(type(e).__name__)}: {_e(e)}</div>'
     return (fig + '<div class="summary">load sweep: latency vs load per level (dashed P50, solid P99; dotted: '
@@ -209,10 +210,10 @@ def runs_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) ->
     seen: dict[tuple[Any, ...], tuple[Any, list[str]]] = {}
     for _, entry in selected:
         for v in verdicts_of(entry):
-            stored = store.load(v.get("samples"))
+            stored = store.load(v.samples)
             for r in stored.runs if stored is not None else []:
                 key = _run_key(r)
-                seen.setdefault(key, (r, []))[1].append(clean_text(v.get("gate")))
+                seen.setdefault(key, (r, []))[1].append(clean_text(v.gate))
     if not seen:
         return ""
     cards = []
@@ -275,11 +276,11 @@ def trend_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) -
         rows = [r for r in store.history(gate=g) if r["outcome"] != "error" and r["observed"] is not None][-50:]
         if len(rows) < 2:
             continue
-        last = rows[-1]["verdict"]
+        last = VerdictRecord.read(rows[-1]["verdict"])
         unit_name, factor = _scale(last)
         pts = [(r["observed"] / factor, _num_or_none(r["lower"], factor), _num_or_none(r["upper"], factor)) for r in rows]
         try:
-            fig = plots.trend(pts, unit_name, threshold=_num_or_none(last.get("threshold"), factor),
+            fig = plots.trend(pts, unit_name, threshold=_num_or_none(last.threshold, factor),
                               outcomes=[r["outcome"] for r in rows], labels=[run_label(r) for r in rows])
         except Exception as e:  # never fatal
             fig = f'<div class="summary">plot failed: {_e(type(e).__name__)}: {_e(e)}</div>'

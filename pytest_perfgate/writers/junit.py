@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ..verdicts import wording as tx
-from ..verdicts.wording import clean_text, number
+from ..verdicts.record import VerdictRecord
+from ..verdicts.wording import clean_text
 from . import RenderedWriter, case_names, select_phases, strings, verdicts_of
 
 SCHEMA_PATH = Path(__file__).with_name("junit-10.xsd")
@@ -42,15 +43,14 @@ def _plans(doc: Mapping[str, Any], names: list[str], heading: str) -> str:
     return f"{heading}\n" + "\n".join(lines) if lines else ""
 
 
-def _in_unit(v: Mapping[str, Any], key: str) -> float | None:
-    """A verdict number in its display unit (``%`` for fractions), or None."""
+def _in_unit(v: VerdictRecord, x: float | None) -> float | None:
+    """A number of verdict ``v`` in its display unit (``%`` for fractions), or None."""
     from ..config.units import UnitError, unit
 
-    x = number(v.get(key))
     if x is None:
         return None
     try:
-        return x / unit(clean_text(v.get("unit"))).factor
+        return x / unit(clean_text(v.unit)).factor
     except UnitError:
         return x
 
@@ -59,53 +59,49 @@ def _num(x: float) -> str:
     return f"{x:.6g}"
 
 
-def _properties(v: Mapping[str, Any]) -> list[tuple[str, str]]:
-    props = [("outcome", clean_text(v.get("outcome"))), ("metric", tx.metric_text(v))]
-    for key in ("observed", "lower", "upper"):
-        x = _in_unit(v, key)
+def _properties(v: VerdictRecord) -> list[tuple[str, str]]:
+    props = [("outcome", clean_text(v.outcome)), ("metric", tx.metric_text(v))]
+    for key, value in (("observed", v.observed), ("lower", v.lower), ("upper", v.upper)):
+        x = _in_unit(v, value)
         if x is not None:
             props.append((key, _num(x)))
-    props.append(("unit", clean_text(v.get("unit"))))
+    props.append(("unit", clean_text(v.unit)))
     props.append(("observed_text", tx.shown(v, "observed")))
-    props.append(("ci", clean_text(v.get("ci"))))
-    n = number(v.get("n"))
-    if n is not None:
-        props.append(("n", str(int(n))))
-    thr = _in_unit(v, "threshold")
-    if thr is not None and v.get("direction"):
+    props.append(("ci", clean_text(v.ci)))
+    if v.n is not None:
+        props.append(("n", str(v.n)))
+    thr = _in_unit(v, v.threshold)
+    if thr is not None and v.direction:
         props.append(("threshold", _num(thr)))
-        props.append(("direction", clean_text(v.get("direction"))))
+        props.append(("direction", clean_text(v.direction)))
     props.append(("threshold_text", tx.threshold_text(v)))
-    base = _in_unit(v, "baseline")
+    base = _in_unit(v, v.baseline)
     if base is not None:
         props.append(("baseline", _num(base)))
         props.append(("baseline_text", tx.baseline_text(v)))
-    vb = v.get("vs_baseline")
-    if isinstance(vb, Mapping):
-        ch = number(vb.get("change"))
-        if ch is not None:
-            props.append(("baseline_run", clean_text(vb.get("baseline_run"))))
-            props.append(("baseline_run_change", _num(ch)))
-            props.append(("baseline_run_regressed", "true" if vb.get("regressed") else "false"))
-    if v.get("band"):
-        props.append(("band", clean_text(v.get("band"))))
-    if v.get("needed"):
-        props.append(("needed", clean_text(v.get("needed"))))
-    fallbacks = strings(v.get("fallbacks"))
+    vb = v.vs_baseline
+    if vb is not None and vb.change is not None:
+        props.append(("baseline_run", clean_text(vb.baseline_run)))
+        props.append(("baseline_run_change", _num(vb.change)))
+        props.append(("baseline_run_regressed", "true" if vb.regressed else "false"))
+    if v.band:
+        props.append(("band", clean_text(v.band)))
+    if v.needed:
+        props.append(("needed", str(v.needed)))
+    fallbacks = [clean_text(f) for f in v.fallbacks]
     if fallbacks:
         props.append(("fallbacks", ",".join(fallbacks)))
-    if fallbacks and v.get("outcome") == "fail":
+    if fallbacks and v.outcome == "fail":
         props.append(("triggered", ",".join(fallbacks)))
-    conf = number(v.get("confidence"))
-    if conf is not None:
-        props.append(("confidence", f"{conf:g}"))
-    props.append(("method", clean_text(v.get("method"))))
-    if v.get("note"):
-        props.append(("note", clean_text(v.get("note"))))
-    if v.get("test"):
-        props.append(("test", clean_text(v.get("test"))))
-    if v.get("samples"):
-        props.append(("samples", clean_text(v.get("samples"))))
+    if v.confidence is not None:
+        props.append(("confidence", f"{v.confidence:g}"))
+    props.append(("method", clean_text(v.method)))
+    if v.note:
+        props.append(("note", clean_text(v.note)))
+    if v.test:
+        props.append(("test", clean_text(v.test)))
+    if v.samples:
+        props.append(("samples", clean_text(v.samples)))
     return props
 
 
@@ -116,19 +112,19 @@ def _result(kind: type[Any], message: str, type_: str, text: str | None = None) 
     return r
 
 
-def _testcase(doc: Mapping[str, Any], phase: str, name: str, v: Mapping[str, Any], inconclusive: str) -> tuple[Any, str]:
+def _testcase(doc: Mapping[str, Any], phase: str, name: str, v: VerdictRecord, inconclusive: str) -> tuple[Any, str]:
     """The test case of verdict ``v`` and ``"failure"``, ``"skipped"``, ``"error"`` or ``"passed"``."""
     from junitparser import Error, Failure, Properties, Property, Skipped, TestCase
 
-    dur = number(v.get("duration"))
+    dur = v.duration
     case = TestCase(_t(name), f"perfgate.{_t(phase)}", max(0.0, dur) if dur is not None else 0.0)
     props = Properties()  # type: ignore[no-untyped-call]
     for key, value in _properties(v):
         props.add_property(Property(_t(key), _t(value)))
     case.append(props)  # type: ignore[no-untyped-call]
-    outcome = clean_text(v.get("outcome"))
-    summary = clean_text(v.get("summary")) or f"gate {name}: {outcome}"
-    fallbacks = strings(v.get("fallbacks"))
+    outcome = clean_text(v.outcome)
+    summary = clean_text(v.summary) or f"gate {name}: {outcome}"
+    fallbacks = [clean_text(f) for f in v.fallbacks]
     status = "passed"
     if outcome == "fail":
         text = "\n\n".join(x for x in (summary, _plans(doc, fallbacks, "Fallback plans triggered:")) if x)

@@ -73,16 +73,16 @@ def _gates(entry: Mapping[str, Any], inconclusive: str) -> list[str]:
     if vs:
         rows = []
         order = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "recorded": 4}
-        named = sorted(zip(case_names(vs), vs, strict=True), key=lambda nv: order.get(clean_text(nv[1].get("outcome")), 1))
+        named = sorted(zip(case_names(vs), vs, strict=True), key=lambda nv: order.get(nv[1].outcome, 1))
         for name, v in named:  # failing gates first
-            fbs = strings(v.get("fallbacks"))
-            failed = v.get("outcome") == "fail"
+            fbs = [clean_text(f) for f in v.fallbacks]
+            failed = v.outcome == "fail"
             fb = ", ".join(md(f) + (" (triggered)" if failed else "") for f in fbs)
             rows.append([
                 md(name, cell=True),
                 md(metric_text(v), cell=True),
                 md(shown(v, "observed"), cell=True),
-                md(v.get("ci"), cell=True),
+                md(v.ci, cell=True),
                 md(threshold_text(v), cell=True),
                 md(baseline_text(v), cell=True),
                 md(outcome_text(v), cell=True),
@@ -90,11 +90,11 @@ def _gates(entry: Mapping[str, Any], inconclusive: str) -> list[str]:
             ])
         out += _table(["gate", "metric", "observed", "CI", "threshold", "baseline", "outcome", "fallback"], rows)
         out.append("")
-        notes = [(name, v) for name, v in named if v.get("outcome") not in ("pass", "recorded")]
+        notes = [(name, v) for name, v in named if v.outcome not in ("pass", "recorded")]
         if notes:
-            out += [f"- {md(v.get('summary') or name)}" for name, v in notes]
+            out += [f"- {md(v.summary or name)}" for name, v in notes]
             out.append("")
-        if inconclusive != "fail" and any(v.get("outcome") == "inconclusive" for v in vs):
+        if inconclusive != "fail" and any(v.outcome == "inconclusive" for v in vs):
             out += ["Inconclusive gates are reported as warnings in this run, not as failures.", ""]
     else:
         out += ["No gate of this phase was checked in this run.", ""]
@@ -142,7 +142,7 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
     rows = []
     for phase, entry in selected:
         vs = verdicts_of(entry)
-        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("pass", "fail", "error", "inconclusive", "recorded")}
+        counts = {k: sum(1 for v in vs if v.outcome == k) for k in ("pass", "fail", "error", "inconclusive", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
         rows.append([md(phase, cell=True), md(entry.get("title"), cell=True), md(phase_label(entry.get("outcome")), cell=True), gates])
     out += _table(["phase", "title", "outcome", "gates"], rows)

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..verdicts.record import VerdictRecord
 from . import plots
 
 _MARK = {"pass": plots.GREEN, "fail": plots.RED, "inconclusive": plots.GREY}
@@ -75,11 +76,11 @@ def sweep_figure(curve: object, *, unit: str = "req/s", limits: Mapping[str, flo
     return plots._svg(fig)
 
 
-def limits_of(v: Mapping[str, Any]) -> dict[str, float]:
+def limits_of(v: Mapping[str, Any] | VerdictRecord) -> dict[str, float]:
     """SLO limits (s) by metric from a capacity verdict's curve keys (``p99_ttft_margin_s`` and
     ``p99_ttft_upper_s``: limit = upper + margin)."""
     out: dict[str, float] = {}
-    for p in points_of(v.get("curve")):
+    for p in points_of(list(VerdictRecord.read(v).curve)):
         for k in p:
             if k.endswith("_margin_s"):
                 stem = k[: -len("_margin_s")]

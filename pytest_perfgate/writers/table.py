@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..verdicts.record import VerdictRecord
 from ..verdicts.wording import bounds_cell, metric_text, shown, threshold_text
 
 COLUMNS = ("phase", "gate", "statistic", "observed", "CI", "threshold", "outcome", "fallback")
@@ -18,11 +19,12 @@ DROP_ORDER = ("phase", "fallback", "CI")
 MIN_CELL = 12
 
 
-def _row(v: Mapping[str, Any]) -> tuple[str, ...]:
-    outcome = v["outcome"].upper() + (f" [{v['band']}]" if v.get("band") else "")
-    fb = ",".join(v.get("fallbacks", [])) if v["outcome"] in ("fail", "inconclusive") else ""
-    gate = str(v["gate"]) + (f" [{v['label']}]" if v.get("label") else "")  # one of several verdicts of a gate
-    return (v["phase"], gate, metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
+def _row(d: Mapping[str, Any]) -> tuple[str, ...]:
+    v = VerdictRecord.read(d)
+    outcome = v.outcome.upper() + (f" [{v.band}]" if v.band else "")
+    fb = ",".join(v.fallbacks) if v.outcome in ("fail", "inconclusive") else ""
+    gate = v.gate + (f" [{v.label}]" if v.label else "")  # one of several verdicts of a gate
+    return (v.phase, gate, metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
 
 
 def _render(rows: list[tuple[str, ...]], keep: list[int]) -> list[str]:
@@ -72,12 +74,10 @@ def error_notes(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> li
     import textwrap
 
     by_note: dict[tuple[str, str], list[str]] = {}
-    for v in verdicts:
-        details = v.get("details")
-        regressed = isinstance(details, Mapping) and details.get("target_met") == 1.0 and v.get("outcome") == "fail"
-        if v.get("outcome") == "error" or regressed:  # a fail on its target alone reads in its row
-            by_note.setdefault(("error" if v.get("outcome") == "error" else "regressed", str(v.get("note", ""))),
-                               []).append(str(v["gate"]))
+    for v in map(VerdictRecord.read, verdicts):
+        regressed = v.details.get("target_met") == 1.0 and v.outcome == "fail"
+        if v.outcome == "error" or regressed:  # a fail on its target alone reads in its row
+            by_note.setdefault(("error" if v.outcome == "error" else "regressed", v.note), []).append(v.gate)
     out: list[str] = []
     for (kind, note), gates in by_note.items():
         out += textwrap.wrap(f"{kind} {', '.join(dict.fromkeys(gates))}: {note}", width, subsequent_indent="    ",

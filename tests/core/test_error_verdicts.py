@@ -191,11 +191,13 @@ def test_diff_never_says_within_tolerance_when_it_cannot_show_it(th: Thresholds)
 
 
 def test_report_marks_regressed_only_against_a_regression_tolerance() -> None:
+    from pytest_perfgate.verdicts.record import VerdictRecord
     from pytest_perfgate.writers.html import _change_text
 
     worse = {"change": 1.613, "smaller_is_better": True, "regressed": True}
-    assert _change_text({"vs_baseline": {**worse, "tolerance": None}}) == "+161.3% (worse)"
-    assert _change_text({"vs_baseline": {**worse, "tolerance": 0.05}}) == "+161.3% (worse) regressed beyond 5%"
+    assert _change_text(VerdictRecord.read({"vs_baseline": {**worse, "tolerance": None}})) == "+161.3% (worse)"
+    assert (_change_text(VerdictRecord.read({"vs_baseline": {**worse, "tolerance": 0.05}}))
+            == "+161.3% (worse) regressed beyond 5%")
 
 
 def test_unknown_gate_in_a_marker_gets_did_you_mean(th: Thresholds) -> None:

@@ -13,10 +13,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pytest_perfgate
 from pytest_perfgate import evaluate, make_proportion, make_samples
 from pytest_perfgate.config import parse_thresholds
 from pytest_perfgate.store.records import same_verdict
-from pytest_perfgate.verdicts.record import VerdictRecord
+from pytest_perfgate.verdicts.record import BaselineRecord, VerdictRecord
 from pytest_perfgate.verdicts.verdict import Verdict
 from pytest_perfgate.verdicts.wording import bounds_cell, metric_text, outcome_text, shown, threshold_text
 
@@ -108,3 +109,56 @@ def test_a_record_reads_what_the_writers_read() -> None:
     old = VerdictRecord.read({"outcome": "pass", "n": "many", "lower": None, "details": {"x": "y", "z": 1}})
     assert (old.n, old.exact("lower"), dict(old.details)) == (None, -math.inf, {"z": 1.0})
     assert math.isnan(old.exact("observed")) and Verdict.from_dict(old).outcome == "pass"
+
+
+# What reads stored verdicts outside verdicts/: the writers, the store, the command line, the terminal
+# table and the re-tune's read-back. Their ``.get(`` calls with a verdict field's name are on these
+# other documents only (a phase entry of decisions.json, a fallback test, a history row, a data
+# file's header or part, the decision document), never on a verdict.
+READERS = ("writers/*.py", "store/*.py", "cli/*.py", "plugin/table.py", "load/retune.py")
+NOT_VERDICTS = {"entry", "e", "ft", "row", "self.header", "obj", "doc"}
+VERDICT_NAMES = {"v", "d", "r", "verdict", "live", "vb", "base", "vs_base", "last", "stored"}
+
+
+def typed_reading_violations(root: Path) -> list[str]:
+    """``file:line receiver.get("key")`` of every read of a stored verdict as a dict in ``root``."""
+    import ast
+
+    keys = ({f.name for f in fields(VerdictRecord)} | {f.name for f in fields(BaselineRecord)}) - {"raw"}
+    out = []
+    for path in sorted(p for pattern in READERS for p in root.glob(pattern)):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"):
+                continue
+            receiver = ast.unparse(node.func.value)
+            key = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            if receiver in VERDICT_NAMES or "verdict" in receiver or (key in keys and receiver not in NOT_VERDICTS):
+                out.append(f"{path.relative_to(root)}:{node.lineno} {receiver}.get({key!r})")
+    return out
+
+
+def test_stored_verdicts_are_read_typed_everywhere() -> None:
+    """A renamed field of a stored verdict is a mypy error in every reader, not a silent None in a
+    report: they read it through VerdictRecord (issue 35)."""
+    assert typed_reading_violations(Path(pytest_perfgate.__file__).parent) == []
+
+
+def test_the_scan_finds_dict_reads(tmp_path: Path) -> None:
+    (tmp_path / "writers").mkdir()
+    (tmp_path / "writers" / "w.py").write_text(
+        'def f(v, entry, r):\n    return v.get("outcome"), entry.get("outcome"), r["verdict"].get("display"), entry.get("title")\n')
+    assert typed_reading_violations(tmp_path) == ["writers/w.py:2 v.get('outcome')",
+                                                  "writers/w.py:2 r['verdict'].get('display')"]
+
+
+def test_what_the_recorder_and_the_store_add_reads_typed() -> None:
+    r = VerdictRecord.read({"gate": "g", "test": "t.py::x", "label": "4 KiB", "samples": "data/g.json", "run_id": "r1",
+                            "runs": ["a", "b"], "duration": 1.5, "curve": [{"level": 1}, "junk"],
+                            "vs_baseline": {"baseline_run": "r0", "change": 0.31, "tolerance": 0.05, "regressed": True,
+                                            "smaller_is_better": False}})
+    assert (r.test, r.label, r.samples, r.run_id, r.runs, r.duration) == ("t.py::x", "4 KiB", "data/g.json", "r1",
+                                                                           ("a", "b"), 1.5)
+    assert r.curve == ({"level": 1},)
+    assert r.vs_baseline == BaselineRecord("r0", "", 0.31, 0.05, True, False, False)
+    assert VerdictRecord.read({"vs_baseline": "x", "duration": "long"}).vs_baseline is None
+    assert VerdictRecord.read({"duration": float("inf")}).duration is None

@@ -53,7 +53,7 @@ def test_fixture_gates_and_records(pytester: pytest.Pytester) -> None:
     if not torch_cuda:
         r.stdout.fnmatch_lines(["*SKIPPED*no CUDA device*torch.cuda.is_available() is False*"])
     # an allocator knob can't double the batch under the same address-space limit: the gate fails
-    r.stdout.fnmatch_lines(["*gate batch: ratio of value p50 = * < min 2*"])
+    r.stdout.fnmatch_lines(["FAILED batch: ratio of value p50 * < min 2*"])
     r.assert_outcomes(passed=1, failed=1, skipped=0 if torch_cuda else 1)
     doc = json.loads((pytester.path / "perfgate-results" / "decisions.json").read_text())
     verdicts = {v["gate"]: v for v in doc["phases"]["memory"]["verdicts"]}

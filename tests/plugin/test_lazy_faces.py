@@ -49,3 +49,13 @@ def test_importing_the_faces_imports_nothing_heavy() -> None:
             + "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'torch', 'pytest', 'scipy'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_suites_import_only_the_public_package() -> None:
+    """A suite a user copies needs no internal module (a deep import shows a missing public face)."""
+    root = Path(__file__).resolve().parents[2]
+    for path in [*sorted((root / "perf_tests").glob("*.py")), root / "conftest.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n.startswith("pytest_perfgate.")], f"{path.name}:{getattr(node, 'lineno', 0)}"

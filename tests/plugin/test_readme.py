@@ -66,7 +66,7 @@ def test_readme_example_runs_and_fails_as_shown(pytester: pytest.Pytester, serve
     r = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider", "--perfgate-engine", "scripted")
     r.assert_outcomes(failed=1)
     shown = blocks("", "Ten lines")[0].splitlines()  # "A failing gate fails its test with ..."
-    assert len(shown) == 2 and shown[0].startswith("gate long_context_ttft: ")
+    assert len(shown) == 2 and shown[0].startswith("FAILED long_context_ttft: ")
     r.stdout.fnmatch_lines([pattern(ln) for ln in shown])
 
 

@@ -104,7 +104,7 @@ def check_outputs(pytester: pytest.Pytester, r: pytest.RunResult, url: str) -> d
     notes = " ".join(text.split("error ttft_p95, itl_p99, tpot_p99, out_tput, e2e_p90: ", 1)[1].split())
     assert f"connection refused ({url}/v1/completions)" in notes
     assert f"connection refused ({url}/v1/completions)" in text.split("FAILURES")[1].split("perfgate ===")[0]
-    assert "gate err: error_rate rate = " in text  # every failing gate's sentence, the fail first
+    assert "FAILED err: error_rate rate " in text  # every failing gate's sentence, the fail first
     # summary.md
     md = (out / "summary.md").read_text()
     assert "| slo | - | FAILED | 1 fail, 5 error |" in md and "none checked" not in md

@@ -121,7 +121,7 @@ def test_phase1_failing_thresholds(pytester: pytest.Pytester) -> None:
     out = r.stdout.str()
     assert r.ret == 1, out[-4000:]
     # CPU TTFT of 2,000-token prompts is far above 150 ms; acceptance is below 99%
-    r.stdout.fnmatch_lines(["*gate long_context_ttft: ttft p99 = *> max 150 ms*",
+    r.stdout.fnmatch_lines(["FAILED long_context_ttft: ttft p99 * > max 150 ms (n=*, * sure it is above)",
                             "*-> fallback: tiered_kv_cache*"])
     r.stdout.fnmatch_lines(["*plan A offloads KV blocks from GPU memory to CPU memory*no CUDA GPU*"])
     r.stdout.fnmatch_lines(["*plan B*needs >= 2 CUDA GPUs*"])
