@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pytest_perfgate.plugin.table import gate_table
 
 from pytest_perfgate import load_thresholds
 from pytest_perfgate.plugin.shortfail import message
-from pytest_perfgate.plugin.table import gate_table
 from pytest_perfgate.verdicts.failures import GateFailure
 from pytest_perfgate.verdicts.samples import Proportion, RequestCounts, make_samples
 from pytest_perfgate.verdicts.verdict import Verdict, evaluate
