@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pytest_perfgate.plugin.table import gate_table
 
 from pytest_perfgate import load_thresholds
 from pytest_perfgate.plugin.shortfail import message
 from pytest_perfgate.verdicts.failures import GateFailure
 from pytest_perfgate.verdicts.samples import Proportion, RequestCounts, make_samples
 from pytest_perfgate.verdicts.verdict import Verdict, evaluate
+from pytest_perfgate.writers.table import gate_table
 
 ROOT = Path(__file__).resolve().parents[1]
 TH = load_thresholds(ROOT / "thresholds.toml")
