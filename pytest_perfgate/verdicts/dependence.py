@@ -80,11 +80,10 @@ class Dependence:
         return max(self.tau, 1.0) if self.dependent else 1.0
 
     def describe(self) -> str:
-        """``"n = 3,000, about 410 independent (blocks of 22 requests)"``; ``"n = 300"`` when independent."""
+        """``"n = 3,000, about 410 independent"``; ``"n = 300"`` when independent."""
         if not self.dependent:
             return f"n = {self.n:,}"
-        return (f"n = {self.n:,}, about {_round(self.n_eff):,} independent "
-                f"(blocks of {self.block:,} requests in arrival order)")
+        return f"n = {self.n:,}, about {_round(self.n_eff):,} independent"
 
     def cost(self) -> str:
         """What dependence costs, in words: ``"about 4.1 requests carry one request's information"``."""
