@@ -30,9 +30,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+from scipy import special as spc
 
 from . import bounds as stats
-from .dependence import Dependence, autocorrelation, block_sizes, blocks, geyer_tau
+from .dependence import Dependence, autocorrelation, block_sizes, blocks, estimate, geyer_tau
+from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
 MEAN_MULTIPLE = 3.0
@@ -181,3 +183,30 @@ def mean_needed(x: Array, c: float, thr: float, dep: Dependence) -> int | None:
         return None
     got = stats.mean_needed(bm, c, thr)
     return None if got is None else got * dep.block
+
+
+def arrival_rate(d: Proportion) -> tuple[Proportion, Dependence]:
+    """A proportion with one cluster per request in arrival order (``samples.ARRIVAL``), unclustered
+    (one binomial), with the run's dependence: ``tau`` the larger of the failures' normal-score tau
+    and the failure indicator's integrated autocorrelation time (a crashed server fails many requests
+    in a row). Other proportions are returned as they are, independent."""
+    if d.cluster_unit != ARRIVAL or not d.clustered:
+        return d, Dependence(d.trials)
+    hit = np.asarray(d.cluster_successes, dtype=np.float64) > 0
+    flat = replace(d, cluster_successes=(), cluster_trials=(), cluster_unit="request")
+    dep = estimate(hit.astype(np.float64))
+    if not dep.dependent:
+        return flat, dep
+    return flat, replace(dep, tau=max(dep.tau, indicator_tau(hit)))
+
+
+def rate_bounds(d: Proportion, c: float, dep: Dependence) -> stats.Bounds:
+    """Clopper-Pearson on the independent-equivalent counts ``k / D`` of ``n / D`` (the exact
+    binomial bound at a real-valued count: the regularized incomplete beta)."""
+    if not dep.dependent:
+        return stats.clopper_pearson(d.successes, d.trials, c)
+    f = max(dep.tau, 1.0)
+    k, n = d.successes / f, d.trials / f
+    lower = 0.0 if d.successes == 0 else float(spc.betaincinv(k, n - k + 1, 1 - c))
+    upper = 1.0 if d.successes == d.trials else float(spc.betaincinv(k + 1, n - k, c))
+    return stats.Bounds(d.successes / d.trials, lower, upper, "clopper-pearson, dependence-adjusted")

@@ -345,7 +345,8 @@ class ProportionMethod(Method):
 
     def bounds(self, st: Statistic, d: Data, c: float, direction: str | None) -> stats.Bounds:
         assert isinstance(d, Proportion)
-        return proportion_bounds(d, c)[0]
+        flat, dep = blocked.arrival_rate(d)
+        return blocked.rate_bounds(flat, c, dep) if dep.dependent else proportion_bounds(flat, c)[0]
 
     def side_bounds(self, st: Statistic, d: Data, c: float) -> stats.Bounds:
         return self.bounds(st, d, c, None)
@@ -354,7 +355,11 @@ class ProportionMethod(Method):
         assert isinstance(d, Proportion)
         if d.trials == 0:
             raise SampleError(f"gate {gate.name}: {d.label or gate.metric}: 0 trials, nothing was measured")
+        d, dep = blocked.arrival_rate(d)
         b, note = proportion_bounds(d, c, gate.metric)
+        if dep.dependent:
+            b = blocked.rate_bounds(d, c, dep)
+            note = dependence_note(f"{d.successes}/{d.trials} requests in arrival order", dep)
         outcome = decide(gate, b)
         needed = None
         details = dict(d.extra)
@@ -364,8 +369,10 @@ class ProportionMethod(Method):
                 needed = requests_to_decide(cs, ct, c, gate.threshold.base)
                 details["requests"] = float(np.count_nonzero(ct))
             else:
-                deff = stats.design_effect(*d.clusters()) if d.clustered else 1.0
+                deff = stats.design_effect(*d.clusters()) if d.clustered else dep.per_independent
                 needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, gate.threshold.base, deff)
+        if dep.dependent:
+            details.update(dep.details())
         return Estimate(outcome, b.observed, b.lower, b.upper, d.trials, c, b.method, unit, needed, note, details)
 
 

@@ -79,6 +79,9 @@ class Samples:
         return self.n
 
 
+ARRIVAL = "request in arrival order"  # a Proportion's clusters: one per request, in send order (dependence)
+
+
 @dataclass(frozen=True)
 class Proportion:
     """``successes`` out of ``trials`` (e.g. accepted out of proposed draft tokens).

@@ -92,3 +92,17 @@ def ar1_quantile(q: float, sigma: float = 1.0) -> float:
 def iid(rng: np.random.Generator, trials: int, n: int, rho: float, mu: float = 1.0) -> tuple[Array, Array]:
     """Independent draws of the M/M/1 stationary sojourn time (the control)."""
     return rng.exponential(1 / (mu * (1 - rho)), (trials, n)), np.broadcast_to(np.arange(n, dtype=np.float64), (trials, n)).copy()
+
+
+def failure_bursts(rng: np.random.Generator, trials: int, n: int, p: float, length: float) -> npt.NDArray[np.int64]:
+    """0/1 failures of ``n`` requests from a two-state chain: the server is down (every request fails)
+    for a geometric number of requests with mean ``length``; down a share ``p`` of the time."""
+    leave = 1 / length
+    enter = p * leave / (1 - p)
+    out = np.zeros((trials, n), dtype=np.int64)
+    state = rng.random(trials) < p
+    u = rng.random((trials, n))
+    for i in range(n):
+        out[:, i] = state
+        state = np.where(state, u[:, i] > leave, u[:, i] < enter)
+    return out
