@@ -31,6 +31,7 @@ from dataclasses import replace
 
 import numpy as np
 from scipy import special as spc
+from scipy import stats as sps
 
 from . import bounds as stats
 from .dependence import Dependence, autocorrelation, block_sizes, blocks, estimate, geyer_tau
@@ -98,6 +99,35 @@ def decision(x: Array, q: float, c: float, direction: str, thr: float, dep: Depe
     _, af = _effective(n, against_fail, dep)
     independent = stats._needed(ne, ap, af, q, c)
     return "inconclusive", dep.scale(independent)
+
+
+def _kmax(m: int, p: float, c: float) -> int:
+    """Largest count at which ``P(Bin(m, p) <= k) <= 1 - c`` (-1: none)."""
+    k = int(sps.binom.ppf(1 - c, m, p))
+    while k >= 0 and stats._bcdf(k, m, p) > 1 - c:
+        k -= 1
+    while k + 1 < m and stats._bcdf(k + 1, m, p) <= 1 - c:
+        k += 1
+    return k
+
+
+def decide_chance(x: Array, q: float, c: float, direction: str, thr: float, dep: Dependence, needed: int) -> float:
+    """The chance that a run of ``needed`` requests decides (passes or fails) if the observed rates
+    over and under ``thr`` and the dependence hold: the exceedances of the independent-equivalent
+    run are then Binomial(needed / D, observed rate)."""
+    n = int(x.size)
+    if n == 0 or needed <= 0:
+        return math.nan
+    over, under = np.count_nonzero(x >= thr) / n, np.count_nonzero(x <= thr) / n
+    rp, rf = (over, under) if direction == "max" else (under, over)
+    qq = q if direction == "max" else 1 - q
+    m = max(1, int(needed / max(dep.tau, 1.0))) if dep.dependent else needed
+    chance = 0.0
+    for rate, p0 in ((rp, 1 - qq), (rf, qq)):
+        k = _kmax(m, p0, c)
+        if k >= 0:
+            chance += float(sps.binom.cdf(k, m, min(max(rate, 0.0), 1.0)))
+    return min(chance, 1.0)
 
 
 def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Bounds:

@@ -224,8 +224,13 @@ class QuantileMethod(kinds.QuantileKind, Method):
             outcome, needed = "recorded", None
         else:
             outcome, needed = blocked.decision(x, q, c, gate.direction, gate.threshold.base, dep)
+        details = dep.details() if dep.dependent else {}
+        if needed and gate.direction is not None and gate.threshold is not None:
+            chance = blocked.decide_chance(x, q, c, gate.direction, gate.threshold.base, dep, needed)
+            if math.isfinite(chance):
+                details["needed_chance"] = round(chance, 3)
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
-                        dependence_note(note, dep), dep.details() if dep.dependent else {})
+                        dependence_note(note, dep), details)
 
 
 def dependence_note(note: str, dep: Dependence) -> str:
