@@ -36,7 +36,7 @@ def batching(rng: np.random.Generator, n: int, rho: float, slots: int = 8, warmu
     tokens. Poisson arrivals at ``rho`` times the (approximate) capacity."""
     total = n + warmup
     mean_tokens, step, prefill = 30.0, 0.010, 0.020
-    capacity = slots / (mean_tokens * step + prefill)
+    capacity = 1 / (mean_tokens * step / slots + prefill)  # a prefill holds the whole batch
     arrivals = np.cumsum(rng.exponential(1 / (rho * capacity), total))
     pre = rng.lognormal(math.log(prefill) - 0.5 * 0.6**2, 0.6, total)
     tokens = rng.geometric(1 / mean_tokens, total)
@@ -120,7 +120,8 @@ def main() -> None:
     row("M/M/4 rho 0.8", lambda r, t, n: queues.mmc(r, t, n, 0.8, 4), 3000, trials)
     row("M/G/1 lognormal service sigma 1, rho 0.5", lambda r, t, n: queues.mg1(r, t, n, 0.5, 1.0), 3000, trials)
     row("M/G/1 lognormal service sigma 1, rho 0.8", lambda r, t, n: queues.mg1(r, t, n, 0.8, 1.0), 10000, trials)
-    row("continuous batching, 8 slots, load 0.7", _stack(lambda r, n: batching(r, n, 0.7)), 3000, trials)
+    for load in (0.7, 0.9):
+        row(f"continuous batching, 8 slots, load {load}", _stack(lambda r, n, x=load: batching(r, n, x)), 3000, trials)
     row("closed loop, 8 users", _stack(lambda r, n: closed_loop(r, n, 8)), 3000, trials)
     for phi in (0.5, 0.9):
         row(f"AR(1) log-normal phi {phi}", lambda r, t, n, phi=phi: queues.ar1_lognormal(r, t, n, phi), 3000, trials,
