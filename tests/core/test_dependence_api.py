@@ -57,7 +57,7 @@ def test_a_load_run_is_decided_in_arrival_order_and_stored_with_its_dependence(t
     rec = VerdictRecord.read(v.to_dict())
     assert rec.details["dependence_block"] == v.details["dependence_block"]
     line = _part_line(0, data, {}, "ttft")
-    back = _read_part(Path("x"), line, [])
+    back = _read_part(Path("x"), line, {})
     assert np.array_equal(back.sent, data.sent)
     assert evaluate(th.gate("long_context_ttft"), back).outcome == v.outcome
     shuffled = make_samples(data.values, "s")  # no send times: independent draws, as before

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ import queues
 from scipy import optimize, stats
 from simhelp import assert_rate
 
-from pytest_perfgate import evaluate, make_samples
+from pytest_perfgate import evaluate, make_samples, sample_until_decided
 from pytest_perfgate.config import Gate, Thresholds
 from pytest_perfgate.config.units import parse_quantity
 from pytest_perfgate.verdicts.samples import ARRIVAL, Proportion
@@ -149,3 +150,28 @@ def test_error_rate_in_bursts_keeps_its_rate_and_independent_errors_their_power(
     before, after = _error_pass_rate(gate, single, False), _error_pass_rate(gate, single, True)
     print(f"POWER error rate 1.3% vs 2%, independent, n 3000: before {before:.3f}, after {after:.3f}")
     assert after >= before - 0.03
+
+
+def _sequential_pass_rate(gate: Gate, v: np.ndarray, sent: np.ndarray, timed: bool, chunk: int) -> float:
+    passed = 0
+    for i in range(v.shape[0]):
+        parts = iter(range(0, v.shape[1], chunk))
+
+        def draw(i: int = i, parts: Iterator[int] = parts) -> object:
+            k = next(parts)
+            return make_samples(v[i, k:k + chunk], "s", sent=sent[i, k:k + chunk] if timed else None)
+
+        res = sample_until_decided(draw, gate, max_samples=v.shape[1], max_seconds=1e9, clock=lambda: 0.0)
+        passed += res.verdict.outcome == "pass"
+    return passed / v.shape[0]
+
+
+def test_sequential_looks_account_for_dependence(th: Thresholds) -> None:
+    """Draws of 250 requests from one M/M/1 path (utilisation 0.3), looks up to 4,000 requests."""
+    rng = np.random.default_rng(31)
+    v, sent = queues.mm1(rng, 200, 4000, 0.3)
+    gate = _at(th.gate("ttft_p99"), queues.mm1_quantile(0.99, 0.3))
+    before = _sequential_pass_rate(gate, v, sent, False, 250)
+    after = _sequential_pass_rate(gate, v, sent, True, 250)
+    print(f"RATE sequential P99, M/M/1 0.3, draws of 250 to 4,000: before {before:.3f}")
+    assert_rate("sequential P99 at the true limit, M/M/1 rho 0.3, draws of 250 to 4,000", after, 200)
