@@ -98,9 +98,10 @@ def top_up(details: Mapping[str, float] | None, confidence: float | None) -> str
     """How likely the projected size decides, and the confidence a top-up is decided at so that both
     looks together keep the verdict's error rate (simulated: docs/statistics.md, "Topping up")."""
     out = ""
-    chance = (details or {}).get("needed_chance")
-    if chance is not None and 0 <= chance <= 1:
-        out += f"; that many decide about {chance:.0%} of runs"
+    chance = (details or {}).get("needed_chance")  # quantile gates: the simulated ones
+    if chance is None or not 0 <= chance <= 1:
+        return out
+    out += f"; that many decide about {chance:.0%} of runs"
     if confidence is not None and 0 < confidence < 1:
         out += (f"; decide a topped-up run at {top_up_confidence(confidence):.1%} confidence "
                 f"(--perfgate-confidence) to keep {1 - confidence:.0%} over both looks")
