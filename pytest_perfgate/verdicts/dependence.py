@@ -3,10 +3,12 @@
 The requests of a load test share a queue and a batch: a slow request is followed by slow ones, and
 the exceedances of a high quantile come in clusters. A bound that counts every request as an
 independent draw then claims far more than the run shows (a P99 gate at its true limit passed 17-79%
-of M/M/1 runs instead of <= 5%: docs/statistics.md). Every per-request verdict therefore decides on
-**blocks**: the run in arrival order, cut into ``m`` non-overlapping blocks of about ``block``
-consecutive requests, long enough that what happens in one block says (almost) nothing about the
-next. ``block = 1`` when the run looks independent: the verdict is then exactly the independent one.
+of M/M/1 runs instead of <= 5%: docs/statistics.md). Every per-request verdict therefore decides in
+arrival order with the run's dependence (:mod:`.blocked`): quantiles and rates on the effective
+sample ``n / tau`` (``tau`` raised to the clustering of the tail / the failures), means on **blocks**
+(the run cut into ``m`` non-overlapping blocks of about ``block`` consecutive requests, long enough
+that one block says almost nothing about the next: batch means). ``block = 1`` and ``tau = 1`` when
+the run looks independent: the verdict is then exactly the independent one.
 
 The block length comes from the data (:func:`estimate`): the integrated autocorrelation time ``tau``
 of the run's normal scores (ranks, so a heavy tail cannot dominate it), Geyer's initial positive
