@@ -102,11 +102,10 @@ def sample_until_decided(
     t0 = clock()
     next_look = looked = 0
     verdict: Verdict | None = None
-    stopped = "max_samples"
+    stopped, timed = "max_samples", False  # timed: the draws carry send times (pooled in arrival order)
     draw = _failed_fraction(draw, gate)  # an error_rate gate: each run's failed fraction
     requests = RequestCounts()  # of the runs drawn so far: failed requests count against the error budget
     over = 0  # failed requests a max latency quantile gate counts as over its limit (censored samples)
-    timed = False  # the draws carry send times: the pooled values are decided in draw (arrival) order
     while len(values) + over < max_n:
         got = draw()
         if isinstance(got, Proportion):
@@ -119,9 +118,8 @@ def sample_until_decided(
                 return SequentialResult(err, Samples(np.asarray(values), shown or unit_of(metric_unit(gate.metric)),
                                                      gate.name, requests=requests), looked, "errors", c_look)
             over += censored(gate, Samples(np.zeros(0), unit_of(""), requests=counts))
-        shown = _add(None if isinstance(counts, RequestCounts) and not counts.succeeded else got, gate, unit,
-                     shown, values)
-        timed = timed or isinstance(got, RequestRun) or (isinstance(got, Samples) and got.sent is not None)
+        shown = _add(None if isinstance(counts, RequestCounts) and not counts.succeeded else got, gate, unit, shown, values)
+        timed = timed or _timed(got)
         n_now = len(values) + over
         if progress:
             progress(n_now, max_n, clock() - t0)
@@ -167,6 +165,11 @@ def _add(got: Any, gate: Gate, unit: str | Unit, shown: Unit | None, values: lis
         raise ValueError(f"gate {gate.name}: draw() changed units from {shown.name!r} to {s.unit.name!r}")
     values.extend(s.ordered().tolist())  # arrival order when the draw carries send times
     return shown
+
+
+def _timed(got: Any) -> bool:
+    """A draw whose values carry their send times (a run, or samples with ``sent``)."""
+    return isinstance(got, RequestRun) or (isinstance(got, Samples) and got.sent is not None)
 
 
 def _pooled(values: list[float], max_n: int, over: int, shown: Unit, label: str, requests: RequestCounts,
