@@ -70,7 +70,7 @@ import pytest
 from pytest_perfgate import Engines, LoadConfig, Perfgate, Request
 
 GATES = ("ttft_p95", "itl_p99", "tpot_p99", "output_throughput", "error_rate", "e2e_p90")
-REQUESTS = 400  # a per-request P99 (TPOT) and a 1% error rate need a few hundred requests to be decided
+REQUESTS = 1000  # a per-request P99 needs >= 299 independent requests; a loaded server's carry less each (docs/statistics.md, Dependence)
 CONCURRENCY = 4
 MAX_TOKENS = {max_tokens}
 TEXT = "Explain in a few sentences how a load balancer spreads requests across servers."
