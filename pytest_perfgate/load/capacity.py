@@ -42,6 +42,7 @@ from scipy import special as spc
 
 from ..contract import RequestRecord
 from ..verdicts.bounds import empirical_quantile
+from ..verdicts.shares import batch_tau, share_bounds
 from . import metrics as m
 from .goodput import SLO_NAMES, Goodput, goodput
 
@@ -100,17 +101,8 @@ def _ms(s: float) -> str:
 
 
 def autocorrelation_time(x: Array) -> float:
-    """Integrated autocorrelation time of a series by batch means (batch size floor(sqrt(n))), >= 1."""
-    n = int(x.size)
-    bs = int(math.isqrt(n))
-    nb = n // bs if bs else 0
-    if nb < 2 or bs < 2:
-        return 1.0
-    v = float(np.var(x, ddof=1))
-    if not v > 0:
-        return 1.0
-    means = x[: nb * bs].reshape(nb, bs).mean(axis=1)
-    return max(1.0, bs * float(np.var(means, ddof=1)) / v)
+    """Integrated autocorrelation time of a series by 30 batch means (a batch grows with n), >= 1."""
+    return batch_tau(x)
 
 
 def _binom_cdf(k: float, n: float, p: float) -> float:
@@ -123,26 +115,28 @@ def _binom_cdf(k: float, n: float, p: float) -> float:
 
 
 def decide_term(term: Term, x: Array, c: float) -> TermResult:
-    """One term on ``x`` (per request in send order, s; inf for failed requests, nan dropped)."""
+    """One term on ``x`` (per request in send order, s; inf for failed requests, nan dropped): the
+    shares of requests over and under the limit bounded over 30 blocks of consecutive requests
+    (:mod:`~pytest_perfgate.verdicts.shares`); pass when the over-limit share's upper bound is under
+    1 - q, fail when the under-limit share's is under q."""
     x = x[~np.isnan(x)]
     n = int(x.size)
     if n == 0:
         return TermResult(term, 0, 0, 1.0, math.nan, math.inf, c, "inconclusive")
-    over = int(np.count_nonzero(x >= term.limit))
-    under = int(np.count_nonzero(x <= term.limit))
-    # the series (failed requests: a large finite value) and its over-limit indicator, whichever
-    # clusters more: over-limit requests come in bursts at least as long as the series' own memory
-    tau = max(autocorrelation_time(np.minimum(x, 10 * term.limit)),
-              autocorrelation_time((x >= term.limit).astype(np.float64)))
-    ne, q = n / tau, term.quantile
-    alpha = 1 - c
+    q = term.quantile
+    memory = np.minimum(x, 10 * term.limit)  # the series (failed requests: a large finite value)
+    over, under = x >= term.limit, x <= term.limit
+    s_over = share_bounds(over, c, memory)
+    tau = s_over.tau
+    ne = n / tau
+    observed = empirical_quantile(x, q)
     upper = _upper(x, ne, q, c)
-    if _binom_cdf(over / tau, ne, 1 - q) <= alpha:
-        return TermResult(term, n, over, tau, empirical_quantile(x, q), upper, c, "pass")
-    if _binom_cdf(under / tau, ne, q) <= alpha:
-        return TermResult(term, n, over, tau, empirical_quantile(x, q), upper, c, "fail")
-    return TermResult(term, n, over, tau, empirical_quantile(x, q), upper, c, "inconclusive",
-                      _needed(over / n, tau, q, alpha))
+    k = int(np.count_nonzero(over))
+    if s_over.bounds.upper < 1 - q:
+        return TermResult(term, n, k, tau, observed, upper, c, "pass")
+    if share_bounds(under, c, memory).bounds.upper < q:
+        return TermResult(term, n, k, tau, observed, upper, c, "fail")
+    return TermResult(term, n, k, tau, observed, upper, c, "inconclusive", _needed(k / n, tau, q, 1 - c))
 
 
 def _upper(x: Array, ne: float, q: float, c: float) -> float:
