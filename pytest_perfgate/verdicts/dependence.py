@@ -1,0 +1,209 @@
+"""How dependent the requests of one run are, and the blocks a verdict decides on.
+
+The requests of a load test share a queue and a batch: a slow request is followed by slow ones, and
+the exceedances of a high quantile come in clusters. A bound that counts every request as an
+independent draw then claims far more than the run shows (a P99 gate at its true limit passed 17-79%
+of M/M/1 runs instead of <= 5%: docs/statistics.md). Every per-request verdict therefore decides on
+**blocks**: the run in arrival order, cut into ``m`` non-overlapping blocks of about ``block``
+consecutive requests, long enough that what happens in one block says (almost) nothing about the
+next. ``block = 1`` when the run looks independent: the verdict is then exactly the independent one.
+
+The block length comes from the data (:func:`estimate`): the integrated autocorrelation time ``tau``
+of the run's normal scores (ranks, so a heavy tail cannot dominate it), Geyer's initial positive
+sequence estimator; the run is taken as dependent when the first lags' autocorrelations sum clearly
+above zero (a one-sided 1% test: an independent run is called dependent in about 1 run of 100), and
+then ``block = max(ceil(MULTIPLE * tau), ceil(n ** (1/3)))``.
+
+API (stable; :mod:`pytest_perfgate.load` and the comparison gates use it too)::
+
+    dep = estimate(values, send_times=sent)   # values in any order; send_times put them in arrival order
+    dep.block, dep.tau, dep.n_eff, dep.describe()   # "n = 3,000, about 410 independent"
+    sums = blocks(values_in_arrival_order, dep.block)         # per-block sums (float)
+    sizes = block_sizes(n, dep.block)                          # requests per block (int)
+    order = arrival_order(send_times)                          # the stable argsort, arrival order
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special as spc
+from scipy import stats as sps
+
+Array = npt.NDArray[np.float64]
+
+MULTIPLE = 3.0  # block = MULTIPLE x tau (tuned by simulation: docs/statistics.md)
+DETECT_ALPHA = 0.01  # an independent run is called dependent this often
+MAX_LAG = 10  # lags of the detection test
+MIN_N = 30  # fewer requests: no dependence estimate (block 1, "too few to estimate")
+
+INDEPENDENT, BLOCKS, GIVEN = "independent", "blocks", "given"
+
+
+@dataclass(frozen=True)
+class Dependence:
+    """The dependence of one run's per-request values and the block length that accounts for it.
+
+    ``n``: requests; ``block``: requests per block (1: independent); ``tau``: the estimated
+    integrated autocorrelation time (>= 1; 1 for independent draws); ``method``: ``"independent"``
+    (no dependence detected), ``"blocks"`` (block from tau), ``"given"`` (set by the caller)."""
+
+    n: int
+    block: int = 1
+    method: str = INDEPENDENT
+    tau: float = 1.0
+
+    @property
+    def blocks(self) -> int:
+        """The number of blocks ``m`` (the last ones take the remainder: sizes differ by <= 1)."""
+        return max(1, self.n // self.block) if self.n else 0
+
+    @property
+    def n_eff(self) -> float:
+        """Independent-equivalent samples: ``n / tau`` (``n`` when independent)."""
+        if self.block <= 1:
+            return float(self.n)
+        return self.n / max(self.tau, 1.0)
+
+    @property
+    def dependent(self) -> bool:
+        return self.block > 1
+
+    @property
+    def per_independent(self) -> float:
+        """Requests that carry one independent request's information (``tau``; 1 when independent)."""
+        return max(self.tau, 1.0) if self.dependent else 1.0
+
+    def describe(self) -> str:
+        """``"n = 3,000, about 410 independent (blocks of 22 requests)"``; ``"n = 300"`` when independent."""
+        if not self.dependent:
+            return f"n = {self.n:,}"
+        return (f"n = {self.n:,}, about {_round(self.n_eff):,} independent "
+                f"(blocks of {self.block:,} requests in arrival order)")
+
+    def cost(self) -> str:
+        """What dependence costs, in words: ``"about 4.1 requests carry one request's information"``."""
+        if not self.dependent:
+            return ""
+        return f"about {self.per_independent:.3g} requests carry one independent request's information"
+
+    def scale(self, independent_n: int | None) -> int | None:
+        """Requests that carry ``independent_n`` independent requests' information at this dependence."""
+        if independent_n is None:
+            return None
+        return int(math.ceil(independent_n * self.per_independent))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "block": self.block, "method": self.method, "tau": self.tau}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Dependence:
+        n, b, tau = d.get("n", 0), d.get("block", 1), d.get("tau", 1.0)
+        ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (n, b, tau))
+        if not ok:
+            return cls(0)
+        return cls(int(n), max(1, int(b)), str(d.get("method", INDEPENDENT)), max(1.0, float(tau)))
+
+    def details(self) -> dict[str, float]:
+        """The numbers a verdict stores in its ``details`` (decisions.json)."""
+        return {"dependence_block": float(self.block), "dependence_tau": float(self.tau),
+                "dependence_n_eff": float(self.n_eff)}
+
+    @classmethod
+    def from_details(cls, n: int, details: Mapping[str, float]) -> Dependence | None:
+        if "dependence_block" not in details:
+            return None
+        b = int(details["dependence_block"])
+        return cls(n, max(1, b), BLOCKS if b > 1 else INDEPENDENT, max(1.0, float(details.get("dependence_tau", 1.0))))
+
+
+def _round(x: float) -> int:
+    """Two significant digits: an estimate, not a count."""
+    if x < 100:
+        return max(1, int(round(x)))
+    p = 10 ** (int(math.floor(math.log10(x))) - 1)
+    return int(round(x / p) * p)
+
+
+def arrival_order(send_times: Any) -> npt.NDArray[np.intp]:
+    """Indices that put values in arrival order (a stable sort of the send times)."""
+    return np.argsort(np.asarray(send_times, dtype=np.float64), kind="stable")
+
+
+def normal_scores(x: Array) -> Array:
+    """Van der Waerden scores of ``x`` (average ranks of ties): a transform no tail can dominate."""
+    r = sps.rankdata(x)
+    return np.asarray(spc.ndtri(r / (x.size + 1.0)), dtype=np.float64)
+
+
+def autocorrelation(x: Array, lags: int) -> Array:
+    """Sample autocorrelations at lags 0..lags (biased estimator, FFT)."""
+    n = x.size
+    y = x - x.mean()
+    size = 1 << int(math.ceil(math.log2(2 * n)))
+    f = np.fft.rfft(y, size)
+    acov = np.fft.irfft(f * np.conj(f), size)[: lags + 1] / n
+    return np.asarray(acov / acov[0], dtype=np.float64) if acov[0] > 0 else np.zeros(lags + 1)
+
+
+def geyer_tau(rho: Array) -> float:
+    """Integrated autocorrelation time from autocorrelations ``rho[0..]``: Geyer's initial positive
+    (and monotone) sequence estimator, ``-1 + 2 * sum(Gamma_k)``, Gamma_k = rho_2k + rho_2k+1."""
+    pairs = rho[: 2 * (rho.size // 2)].reshape(-1, 2).sum(axis=1)
+    stop = np.flatnonzero(pairs <= 0)
+    g = pairs[: stop[0]] if stop.size else pairs
+    if g.size == 0:
+        return 1.0
+    g = np.minimum.accumulate(g)
+    return max(1.0, float(-1.0 + 2.0 * g.sum()))
+
+
+def detected(rho: Array, n: int) -> bool:
+    """Positive dependence: the first ``MAX_LAG`` autocorrelations sum above what independent draws
+    give in ``1 - DETECT_ALPHA`` of runs (their sum is about N(0, L/n) under independence)."""
+    lags = min(MAX_LAG, rho.size - 1)
+    z = float(rho[1: lags + 1].sum()) * math.sqrt(n / lags)
+    return z > float(sps.norm.ppf(1 - DETECT_ALPHA))
+
+
+def estimate(values: Any, *, send_times: Any = None, end_times: Any = None) -> Dependence:
+    """The dependence of per-request ``values`` and the block length a verdict decides on.
+
+    ``values`` are in arrival order, or put in it by ``send_times`` (one per value). ``end_times``
+    is accepted for open-loop runs (idle instants: reserved; the block length comes from the values)."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if send_times is not None:
+        x = x[arrival_order(send_times)]
+    n = int(x.size)
+    if n < MIN_N or np.ptp(x) == 0:
+        return Dependence(n)
+    s = normal_scores(x)
+    rho = autocorrelation(s, min(n - 1, max(2 * MAX_LAG, n // 4)))
+    if not detected(rho, n):
+        return Dependence(n)
+    tau = geyer_tau(rho)
+    b = max(int(math.ceil(MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
+    return Dependence(n, min(b, n), BLOCKS, tau)
+
+
+def block_sizes(n: int, block: int) -> npt.NDArray[np.int64]:
+    """Requests per block: ``n // block`` blocks (at least 1), sizes ``block`` or ``block + 1``."""
+    m = max(1, n // max(1, block))
+    edges = (np.arange(m + 1, dtype=np.int64) * n) // m
+    return np.diff(edges)
+
+
+def blocks(values: Any, block: int) -> Array:
+    """Per-block sums of ``values`` (already in arrival order), non-overlapping, sizes from
+    :func:`block_sizes`. Counts per block: pass a 0/1 array."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0:
+        return np.zeros(0)
+    sizes = block_sizes(int(x.size), block)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    return np.asarray(np.add.reduceat(x, starts), dtype=np.float64)
