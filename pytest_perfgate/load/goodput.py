@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.metrics import slo_names
-from ..contract import RequestRecord
 import numpy as np
 
+from ..config.metrics import slo_names
+from ..contract import RequestRecord
 from ..verdicts.bounds import Bounds
 from ..verdicts.shares import share_bounds
 from . import metrics as m
