@@ -99,15 +99,17 @@ class Share:
 
 
 def share_bounds(flags: npt.ArrayLike, c: float, memory: npt.ArrayLike | None = None,
-                 blocks: int = BLOCKS) -> Share:
-    """One-sided bounds at ``c`` of the share of true ``flags`` (per request, in send order)."""
+                 blocks: int = BLOCKS, dependent: bool | None = None) -> Share:
+    """One-sided bounds at ``c`` of the share of true ``flags`` (per request, in send order).
+    ``dependent``: whether the run shows dependence, when the caller has estimated it already
+    (:func:`~.dependence.estimate` of ``memory``, else of ``flags``)."""
     f = np.asarray(flags, dtype=np.float64)
     n = int(f.size)
     k = float(f.sum())
     if n == 0:
         return Share(Bounds(math.nan, 0.0, 1.0, METHOD), 0, 0, 1.0)
     mem = np.asarray(memory, dtype=np.float64) if memory is not None else f
-    if not estimate(mem).dependent:
+    if not (estimate(mem).dependent if dependent is None else dependent):
         lower, upper = clopper_pearson_real(k, n, c)
         return Share(Bounds(k / n, lower, upper, "clopper-pearson (no dependence shown)"), n, n, 1.0)
     lab = block_labels(n, blocks)
