@@ -130,7 +130,8 @@ def capacity_table() -> None:
     print("| target R | utilisation at R | requests a level | trials | passes before | passes after |")
     print("|---|---|---|---|---|---|")
     for rate, n, trials in [(4.0, 3000, 300), (4.0, 6000, 300), (20.0, 6000, 300), (20.0, 12000, 300),
-                            (20.0, 24000, 200), (48.0, 6000, 200), (48.0, 24000, 200), (48.0, 48000, 100)]:
+                            (20.0, 24000, 200), (48.0, 6000, 200), (48.0, 12000, 200), (48.0, 24000, 200),
+                            (48.0, 48000, 100)]:
         mu = 1.5 * rate + math.log(100) / 2.0
         rng = np.random.default_rng(int(rate) * 11 + n)
         old = new = 0
