@@ -235,8 +235,10 @@ def _check_decidable(
     if need is not None and n < need:
         what = f"a {st.text} {compare}" if compare else f"a {st.text} pass"
         raise c.err(tn, "requests", f"gate {name}: its planned runs of {n} requests can never decide it: {what} at "
-                    f"{level:g} needs >= {need} requests a run (raise requests and the runs, gate a lower "
-                    "percentile, or lower the confidence)")
+                    f"{level:g} needs >= {need} requests a run even if they were independent, and a loaded server's "
+                    "are not (at utilisation 0.5 about 5 requests carry one request's information: "
+                    "docs/statistics.md, Dependence) (raise requests and the runs, gate a lower percentile, "
+                    "or lower the confidence)")
 
 
 def _check_reachable(

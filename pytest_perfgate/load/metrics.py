@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contract import RequestRecord
-from ..verdicts.samples import Proportion
+from ..verdicts.samples import ARRIVAL, Proportion
 
 NS = 1_000_000_000
 
@@ -178,8 +178,12 @@ def goodput(records: Sequence[RequestRecord], slos: Mapping[str, float]) -> floa
 
 
 def error_rate(records: Iterable[RequestRecord]) -> Proportion:
-    rs = measured(records)
-    return Proportion(sum(1 for r in rs if not r.ok), len(rs), label="error_rate")
+    """Failed of measured requests, one cluster per request in send order (``ARRIVAL``): the verdict
+    blocks them by the run's dependence (a crashed server fails many requests in a row)."""
+    rs = sorted(measured(records), key=lambda r: r.sent_ns or 0)
+    bad = [0 if r.ok else 1 for r in rs]
+    return Proportion(sum(bad), len(rs), label="error_rate", cluster_successes=tuple(bad),
+                      cluster_trials=(1,) * len(rs), cluster_unit=ARRIVAL)
 
 
 # -- from counters ---------------------------------------------------------------------------------

@@ -173,31 +173,21 @@ class RunResult:
         if not ok and name != "queue_time":
             raise SampleError(f"{name}: {self._why_empty()}")
         if name == "ttft":
-            return _seconds(m.ttfts(ok), name)
+            return _seconds(m.ttfts(ok), name, [r.sent_ns for r in ok])
         if name == "e2e":
-            return _seconds(m.e2es(ok), name)
+            return _seconds(m.e2es(ok), name, [r.sent_ns for r in ok])
         if name == "itl":
             gaps, _ = m.itls(ok)
             if not gaps:
                 raise SampleError(f"{name}: no request streamed more than one chunk")
-            return _seconds(gaps, name)
+            return _seconds(gaps, name, [t for r in ok for t in r.chunk_ns[1:]])  # each gap when it ended
         if name == "queue_time":
             q = m.queue_times(self.records)
             if not q:
                 raise SampleError(f"{name}: {self._why_empty() if not self.measured else 'no scheduled send times'}")
             return _seconds(q, name)
-        if name == "tpot":
-            ex = m.tpots(ok)
-            if not ex.values:
-                raise SampleError(f"{name}: undefined for every request: {ex.reason}")
-            s = make_samples(np.asarray(ex.values) / 1e9, "s", label=name)
-            return dataclasses.replace(s, notes=(ex.reason,)) if ex.reason else s
-        if name == "decode_rate":
-            ex = m.decode_rates(ok)
-            if not ex.values:
-                raise SampleError(f"{name}: undefined for every request: {ex.reason}")
-            s = make_samples(ex.values, "tok/s", label=name)
-            return dataclasses.replace(s, notes=(ex.reason,)) if ex.reason else s
+        if name in ("tpot", "decode_rate"):
+            return self._per_request(name, ok)
         if name in ("output_throughput", "request_throughput") and self._sequential():
             # One request at a time: a ratio of sums (tokens over busy seconds), resampled by pairs.
             busy = [(r.end_ns or r.chunk_ns[-1]) - r.sent_ns for r in ok]
@@ -216,6 +206,18 @@ class RunResult:
         if not self.slos:
             raise SampleError(f"{name}: needs SLO limits (RunResult.slos, e.g. {{'ttft': 0.2, 'tpot': 0.05}})")
         return _single(m.goodput(self.records, self.slos), "req/s", name)
+
+    def _per_request(self, name: str, ok: list[RequestRecord]) -> Samples:
+        """TPOT (s) or decode rate (tok/s) of every request where it is defined, in send order."""
+        ex = m.tpots(ok) if name == "tpot" else m.decode_rates(ok)
+        if not ex.values:
+            raise SampleError(f"{name}: undefined for every request: {ex.reason}")
+        one = m.tpot_ns if name == "tpot" else m.decode_rate
+        sent = np.asarray([r.sent_ns for r in ok if one(r) is not None], dtype=np.float64) / 1e9
+        vals = np.asarray(ex.values, dtype=np.float64)
+        s = make_samples(vals / 1e9 if name == "tpot" else vals, "s" if name == "tpot" else "tok/s", label=name,
+                         sent=sent if sent.size == vals.size else None)
+        return dataclasses.replace(s, notes=(ex.reason,)) if ex.reason else s
 
     def _counter_rate(self, name: str, p: Proportion | None, num: str, den: str, what: str,
                       none: str) -> Proportion:
@@ -317,8 +319,10 @@ class RunResult:
         )
 
 
-def _seconds(values_ns: list[int], name: str) -> Samples:
-    return make_samples(np.asarray(values_ns, dtype=np.float64) / 1e9, "s", label=name)
+def _seconds(values_ns: list[int], name: str, sent_ns: list[int] | None = None) -> Samples:
+    """Samples in seconds; ``sent_ns``: when each was measured (the arrival order: dependence)."""
+    sent = None if sent_ns is None or len(sent_ns) != len(values_ns) else np.asarray(sent_ns, dtype=np.float64) / 1e9
+    return make_samples(np.asarray(values_ns, dtype=np.float64) / 1e9, "s", label=name, sent=sent)
 
 
 def _single(v: float | None, unit_name: str, name: str) -> Samples:

@@ -120,6 +120,7 @@ def _part_line(part: int, d: Any, run_index: dict[int, int], metric: str) -> dic
         "values": [float(x) for x in d.values.tolist()],
         "denominators": None if d.denominators is None else [float(x) for x in d.denominators.tolist()],
         "notes": list(d.notes),
+        "sent": None if d.sent is None else [float(x) for x in d.sent.tolist()],  # arrival order: dependence
         "requests": None if d.requests is None else dataclasses.asdict(d.requests),  # failed: censored, budget
     }
 
@@ -261,9 +262,11 @@ def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]
         import numpy as np
 
         dens = obj.get("denominators")
+        sent = obj.get("sent")
         return Samples(np.asarray(obj["values"], dtype=np.float64), unit(str(obj.get("unit", ""))),
                        str(obj.get("label", "")), None if dens is None else np.asarray(dens, dtype=np.float64),
-                       tuple(obj.get("notes") or ()), obj.get("requests"))
+                       tuple(obj.get("notes") or ()), obj.get("requests"),
+                       None if sent is None else np.asarray(sent, dtype=np.float64))
     raise StoreError(f"{path}: data part of unknown type {t!r}")
 
 

@@ -3,10 +3,12 @@
 The requests of a load test share a queue and a batch: a slow request is followed by slow ones, and
 the exceedances of a high quantile come in clusters. A bound that counts every request as an
 independent draw then claims far more than the run shows (a P99 gate at its true limit passed 17-79%
-of M/M/1 runs instead of <= 5%: docs/statistics.md). Every per-request verdict therefore decides on
-**blocks**: the run in arrival order, cut into ``m`` non-overlapping blocks of about ``block``
-consecutive requests, long enough that what happens in one block says (almost) nothing about the
-next. ``block = 1`` when the run looks independent: the verdict is then exactly the independent one.
+of M/M/1 runs instead of <= 5%: docs/statistics.md). Every per-request verdict therefore decides in
+arrival order with the run's dependence (:mod:`.blocked`): quantiles and rates on the effective
+sample ``n / tau`` (``tau`` raised to the clustering of the tail / the failures), means on **blocks**
+(the run cut into ``m`` non-overlapping blocks of about ``block`` consecutive requests, long enough
+that one block says almost nothing about the next: batch means). ``block = 1`` and ``tau = 1`` when
+the run looks independent: the verdict is then exactly the independent one.
 
 The block length comes from the data (:func:`estimate`): the integrated autocorrelation time ``tau``
 of the run's normal scores (ranks, so a heavy tail cannot dominate it), Geyer's initial positive
@@ -80,11 +82,10 @@ class Dependence:
         return max(self.tau, 1.0) if self.dependent else 1.0
 
     def describe(self) -> str:
-        """``"n = 3,000, about 410 independent (blocks of 22 requests)"``; ``"n = 300"`` when independent."""
+        """``"n = 3,000, about 410 independent"``; ``"n = 300"`` when independent."""
         if not self.dependent:
             return f"n = {self.n:,}"
-        return (f"n = {self.n:,}, about {_round(self.n_eff):,} independent "
-                f"(blocks of {self.block:,} requests in arrival order)")
+        return f"n = {self.n:,}, about {_round(self.n_eff):,} independent"
 
     def cost(self) -> str:
         """What dependence costs, in words: ``"about 4.1 requests carry one request's information"``."""

@@ -45,9 +45,11 @@ import numpy as np
 from ..config import ConfigError, Gate, Statistic
 from ..config import statistics as kinds
 from ..config.statistics import ComparisonKind, StatisticKind
+from . import blocked
 from . import bounds as stats
 from .acceptance import METHOD as ACCEPTED_PREFIX
 from .acceptance import requests_to_decide
+from .dependence import Dependence
 from .rules import censored, decide, display_unit, proportion_bounds
 from .samples import Data, Proportion, SampleError, Samples
 
@@ -206,19 +208,41 @@ class QuantileMethod(kinds.QuantileKind, Method):
         return stats.quantile_bounds(d.values, st.q, c)
 
     def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
+        """Decided on the run's blocks in arrival order (:mod:`.blocked`; block 1: independent)."""
         assert isinstance(d, Samples) and gate.statistic.q is not None
-        q, x = gate.statistic.q, d.values
+        q, x = gate.statistic.q, d.ordered()
+        dep = d.dependence()
         over = censored(gate, d)
         note = ""
         if over:  # failed requests within the error budget: over the limit, never dropped
-            x = np.concatenate([x, np.full(over, np.inf)])
+            x = blocked.censor(x, over)
+            dep = replace(dep, n=int(x.size))
             note = f"{over} failed request(s) counted as over the limit (censored: {d.requests.listed(3) if d.requests else ''})"
-        b = stats.quantile_bounds(x, q, c)
+        dep = blocked.for_quantile(x, q, dep)
+        b = blocked.quantile_bounds(x, q, c, dep)
         if gate.direction is None or gate.threshold is None:
             outcome, needed = "recorded", None
         else:
-            outcome, needed = stats.quantile_decision(x, q, c, gate.direction, gate.threshold.base)
-        return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed, note)
+            outcome, needed = blocked.decision(x, q, c, gate.direction, gate.threshold.base, dep)
+        details = dep.details() if dep.dependent else {}
+        if needed and gate.direction is not None and gate.threshold is not None:
+            chance = blocked.decide_chance(x, q, c, gate.direction, gate.threshold.base, dep, needed)
+            if math.isfinite(chance):
+                details["needed_chance"] = round(chance, 3)
+        cost = ""
+        if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
+            fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
+            cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} requests at this dependence"
+        return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
+                        dependence_note(note, dep, cost), details)
+
+
+def dependence_note(note: str, dep: Dependence, cost: str = "") -> str:
+    """``note`` with what the run's dependence costs ("n = 3,000, about 410 independent: about 7.3
+    requests carry one independent request's information; a p99 pass needs >= ~2,200 requests ...")."""
+    if not dep.dependent:
+        return note
+    return "; ".join(x for x in (note, f"{dep.describe()}: {dep.cost()}", cost) if x)
 
 
 def _mean_side(d: Samples, c: float) -> stats.Bounds:
@@ -232,13 +256,21 @@ class MeanMethod(kinds.MeanKind, Method):
         return float(np.mean(d.values))
 
     def bounds(self, st: Statistic, d: Samples, c: float, direction: str | None) -> stats.Bounds:
-        return stats.mean_bounds(d.values, c, direction)
+        return blocked.mean_bounds(d.ordered(), c, direction, d.dependence())
 
     def side_bounds(self, st: Statistic, d: Samples, c: float) -> stats.Bounds:
         return _mean_side(d, c)
 
     def needed(self, st: Statistic, d: Samples, c: float, direction: str, thr: float) -> int | None:
-        return stats.mean_needed(d.values, c, thr)
+        return blocked.mean_needed(d.ordered(), c, thr, d.dependence())
+
+    def note(self, gate: Gate, d: Samples, b: stats.Bounds) -> str:
+        return dependence_note(b.warning, d.dependence())
+
+    def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
+        e = super().evaluate(gate, d, c, unit)
+        dep = d.dependence() if isinstance(d, Samples) else None
+        return replace(e, details={**e.details, **dep.details()}) if dep is not None and dep.dependent else e
 
     def select(self, gate: Gate, d: Data) -> Method:
         m = super().select(gate, d)
@@ -323,7 +355,8 @@ class ProportionMethod(Method):
 
     def bounds(self, st: Statistic, d: Data, c: float, direction: str | None) -> stats.Bounds:
         assert isinstance(d, Proportion)
-        return proportion_bounds(d, c)[0]
+        flat, dep = blocked.arrival_rate(d)
+        return blocked.rate_bounds(flat, c, dep) if dep.dependent else proportion_bounds(flat, c)[0]
 
     def side_bounds(self, st: Statistic, d: Data, c: float) -> stats.Bounds:
         return self.bounds(st, d, c, None)
@@ -332,7 +365,11 @@ class ProportionMethod(Method):
         assert isinstance(d, Proportion)
         if d.trials == 0:
             raise SampleError(f"gate {gate.name}: {d.label or gate.metric}: 0 trials, nothing was measured")
+        d, dep = blocked.arrival_rate(d)
         b, note = proportion_bounds(d, c, gate.metric)
+        if dep.dependent:
+            b = blocked.rate_bounds(d, c, dep)
+            note = dependence_note(f"{d.successes}/{d.trials} requests in arrival order", dep)
         outcome = decide(gate, b)
         needed = None
         details = dict(d.extra)
@@ -342,8 +379,10 @@ class ProportionMethod(Method):
                 needed = requests_to_decide(cs, ct, c, gate.threshold.base)
                 details["requests"] = float(np.count_nonzero(ct))
             else:
-                deff = stats.design_effect(*d.clusters()) if d.clustered else 1.0
+                deff = stats.design_effect(*d.clusters()) if d.clustered else dep.per_independent
                 needed = stats.proportion_needed(d.successes, d.trials, c, gate.direction, gate.threshold.base, deff)
+        if dep.dependent:
+            details.update(dep.details())
         return Estimate(outcome, b.observed, b.lower, b.upper, d.trials, c, b.method, unit, needed, note, details)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..config.units import Quantity, Unit, UnitError, parse_quantity, to_base, unit
+from .dependence import Dependence, arrival_order, estimate
 
 
 class SampleError(ValueError):
@@ -41,10 +42,30 @@ class Samples:
     # the requests the values came from: failed ones count against a gate's error budget and, for a
     # ``max`` latency quantile gate, as over the limit (censored: their values are unknown)
     requests: RequestCounts | None = None
+    # when each value was measured (s, any origin: a request's send time): the arrival order the
+    # per-request verdicts decide in, blocked by the run's dependence (:mod:`.dependence`); None: the
+    # values are taken as independent draws
+    sent: npt.NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.requests, Mapping):  # read back from a stored file
             object.__setattr__(self, "requests", RequestCounts(**self.requests))
+        if self.sent is not None:
+            sent = np.asarray(self.sent, dtype=np.float64).ravel()
+            if sent.shape != self.values.shape or not np.all(np.isfinite(sent)):
+                raise SampleError(f"samples {self.label or ''}: {sent.size} finite send times for {self.values.size} values")
+            object.__setattr__(self, "sent", sent)
+
+    def ordered(self) -> npt.NDArray[np.float64]:
+        """The values in arrival order (as given when no send times are known)."""
+        return self.values if self.sent is None else self.values[arrival_order(self.sent)]
+
+    def dependence(self) -> Dependence:
+        """The run's dependence (block length) from its values in arrival order; independent (block
+        1) when no send times are known: values given as a plain list are taken as independent draws."""
+        if self.sent is None or self.denominators is not None:
+            return Dependence(self.n)
+        return estimate(self.ordered())
 
     @property
     def dimension(self) -> str:
@@ -56,6 +77,9 @@ class Samples:
 
     def __len__(self) -> int:
         return self.n
+
+
+ARRIVAL = "request in arrival order"  # a Proportion's clusters: one per request, in send order (dependence)
 
 
 @dataclass(frozen=True)
@@ -267,10 +291,13 @@ def make_samples(
     *,
     label: str = "",
     denominators: Iterable[Any] | None = None,
+    sent: Iterable[Any] | None = None,
 ) -> Samples:
     """Build validated :class:`Samples` from numbers in ``unit_name`` or from quantity strings.
 
-    ``make_samples([12.1, 13.4], "ms")`` or ``make_samples(["12 ms", "0.013 s"])``.
+    ``make_samples([12.1, 13.4], "ms")`` or ``make_samples(["12 ms", "0.013 s"])``. ``sent``: when
+    each value was measured (seconds, e.g. each request's send time): the verdicts then decide in
+    arrival order and account for the run's dependence (:mod:`.dependence`).
     """
     u = _to_unit(unit_name) if unit_name != "" or isinstance(unit_name, Unit) else None
     raw = list(values) if not isinstance(values, np.ndarray) else values
@@ -320,7 +347,13 @@ def make_samples(
             raise SampleError(f"samples{where}: {dens.size} denominators for {arr.size} values")
         if not np.all(np.isfinite(dens)) or np.any(dens <= 0):
             raise SampleError(f"samples{where}: denominators must be finite and > 0")
-    return Samples(arr, u, label, dens)
+    times = None
+    if sent is not None:
+        try:
+            times = np.asarray(list(sent) if not isinstance(sent, np.ndarray) else sent, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise SampleError(f"samples{where}: send times must be numbers: {e}") from None
+    return Samples(arr, u, label, dens, sent=times)
 
 
 def _validate(arr: npt.NDArray[np.float64], u: Unit, where: str) -> None:

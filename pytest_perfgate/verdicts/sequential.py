@@ -106,6 +106,7 @@ def sample_until_decided(
     draw = _failed_fraction(draw, gate)  # an error_rate gate: each run's failed fraction
     requests = RequestCounts()  # of the runs drawn so far: failed requests count against the error budget
     over = 0  # failed requests a max latency quantile gate counts as over its limit (censored samples)
+    timed = False  # the draws carry send times: the pooled values are decided in draw (arrival) order
     while len(values) + over < max_n:
         got = draw()
         if isinstance(got, Proportion):
@@ -120,6 +121,7 @@ def sample_until_decided(
             over += censored(gate, Samples(np.zeros(0), unit_of(""), requests=counts))
         shown = _add(None if isinstance(counts, RequestCounts) and not counts.succeeded else got, gate, unit,
                      shown, values)
+        timed = timed or isinstance(got, RequestRun) or (isinstance(got, Samples) and got.sent is not None)
         n_now = len(values) + over
         if progress:
             progress(n_now, max_n, clock() - t0)
@@ -136,7 +138,7 @@ def sample_until_decided(
             # a pass only at a planned pass look, or at the last look (time or budget) once a pass is possible
             last = out_of_time or at >= max_n
             may_pass = plan is not None and (planned in pass_looks or (last and at >= plan.first_pass))
-            data = _pooled(values, max_n, over, shown, gate.name, requests)
+            data = _pooled(values, max_n, over, shown, gate.name, requests, timed)
             verdict, decided = _look(gate, data, thresholds, c_fail, c_look if may_pass else None)
             if decided:
                 stopped = "decided"
@@ -146,7 +148,7 @@ def sample_until_decided(
                 break
     if shown is None:
         raise ValueError(f"gate {gate.name}: no draw succeeded ({requests.listed(3) or 'nothing was measured'})")
-    data = _pooled(values, max_n, over, shown, gate.name, requests)
+    data = _pooled(values, max_n, over, shown, gate.name, requests, timed)
     if verdict is None or verdict.n != data.n + over:
         verdict = evaluate(gate, data, confidence=c_fail, thresholds=thresholds)
     return SequentialResult(verdict, data, looked, stopped, c_look, plan, clock() - t0)
@@ -163,15 +165,19 @@ def _add(got: Any, gate: Gate, unit: str | Unit, shown: Unit | None, values: lis
     shown = shown or s.unit
     if shown.dimension != s.unit.dimension:
         raise ValueError(f"gate {gate.name}: draw() changed units from {shown.name!r} to {s.unit.name!r}")
-    values.extend(s.values.tolist())
+    values.extend(s.ordered().tolist())  # arrival order when the draw carries send times
     return shown
 
 
-def _pooled(values: list[float], max_n: int, over: int, shown: Unit, label: str, requests: RequestCounts) -> Samples:
+def _pooled(values: list[float], max_n: int, over: int, shown: Unit, label: str, requests: RequestCounts,
+            timed: bool = False) -> Samples:
     """The samples drawn so far; failed requests are carried in ``requests`` (a max latency quantile
-    gate counts ``over`` of them as over its limit), successful values up to the budget's rest."""
+    gate counts ``over`` of them as over its limit), successful values up to the budget's rest.
+    ``timed``: the values are in arrival order (each draw's in its send order, draws in turn), so
+    every look accounts for the dependence of the requests (:mod:`.dependence`)."""
     keep = np.asarray(values[:max(max_n - over, 0)])
-    return Samples(keep, shown, label, requests=requests if requests.measured else None)
+    sent = np.arange(keep.size, dtype=np.float64) if timed else None
+    return Samples(keep, shown, label, requests=requests if requests.measured else None, sent=sent)
 
 
 def _look(gate: Gate, data: Samples, thresholds: Thresholds | None, c_fail: float,

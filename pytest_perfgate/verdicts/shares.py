@@ -25,7 +25,7 @@ information is a **block** of consecutive requests in send order:
 Regeneration cycles (a new unit at each idle instant, no request of ours in flight) were simulated
 too: on M/M/1 they hold 1.2-1.8% at utilisation 0.3-0.7 but 14-18% at 0.9-0.95, where busy periods
 are heavy-tailed and a run sees too few long ones; fixed blocks held 3.5-6.8% there
-(benchmarks/bench_dependence.py).
+(benchmarks/bench_dependence_gates.py).
 
 Assumption: the run is stationary apart from its start, and its memory is short against a block
 (n / 30 requests). A queue started empty at utilisation 0.9 with 2,000 requests (about 8 independent

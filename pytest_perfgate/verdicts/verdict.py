@@ -147,7 +147,8 @@ class Verdict:
             line += f" [band: {self.band}]"
         if self.outcome == "inconclusive":
             line += " -> inconclusive: " + text.inconclusive_label(
-                self.needed, self.n, self.method, self.details, bounded=math.isfinite(self.lower) or math.isfinite(self.upper))
+                self.needed, self.n, self.method, self.details, bounded=math.isfinite(self.lower) or math.isfinite(self.upper),
+                confidence=self.confidence)
         if self.floor is not None:
             line += f" [{self.floor_text()}]"
         if self.note:

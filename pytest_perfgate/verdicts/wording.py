@@ -94,8 +94,27 @@ def needed_units(method: str, n: int, details: Mapping[str, float] | None = None
 PER_RUN_METHOD = "per-run bounds at alpha/2, combined"
 
 
+def top_up(details: Mapping[str, float] | None, confidence: float | None) -> str:
+    """How likely the projected size decides, and the confidence a top-up is decided at so that both
+    looks together keep the verdict's error rate (simulated: docs/statistics.md, "Topping up")."""
+    out = ""
+    chance = (details or {}).get("needed_chance")  # quantile gates: the simulated ones
+    if chance is None or not 0 <= chance <= 1:
+        return out
+    out += f"; that many decide about {chance:.0%} of runs"
+    if confidence is not None and 0 < confidence < 1:
+        out += (f"; decide a topped-up run at {top_up_confidence(confidence):.1%} confidence "
+                f"(--perfgate-confidence) to keep {1 - confidence:.0%} over both looks")
+    return out
+
+
+def top_up_confidence(c: float) -> float:
+    """The confidence of a top-up's decision: alpha / 5 (simulated: both looks <= alpha)."""
+    return 1 - (1 - c) / 5
+
+
 def inconclusive_label(needed: int | None, n: int, method: str, details: Mapping[str, float] | None = None,
-                       bounded: bool = False) -> str:
+                       bounded: bool = False, confidence: float | None = None) -> str:
     """Why a verdict is inconclusive and what would decide it (``bounded``: the verdict has a bound,
     so a per-run count is a projection, not the size at which a bound first exists)."""
     if needed and method == PER_RUN_METHOD and bounded:
@@ -111,7 +130,7 @@ def inconclusive_label(needed: int | None, n: int, method: str, details: Mapping
         what, have = needed_units(method, n, details)
         holds = ("if the observed rate and its spread over requests hold" if what == "requests"
                  else "if the observed rate holds")
-        return f"need >= {needed} {what} in all ({max(0, needed - have)} more) {holds}"
+        return f"need >= {needed} {what} in all ({max(0, needed - have)} more) {holds}" + top_up(details, confidence)
     return "the bounds straddle the threshold; these data do not predict how many more samples would decide it"
 
 

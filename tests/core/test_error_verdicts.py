@@ -6,6 +6,7 @@ axis)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from pathlib import Path
@@ -95,7 +96,10 @@ def _fail_rate(th: Thresholds, p: float, n: int, trials: int, seed: int) -> floa
     fails = 0
     for _ in range(trials):
         k = int(rng.binomial(n, p))
-        fails += evaluate(g, run_of(n - k, ["HTTP 500: x"] * k), thresholds=th).outcome == "fail"
+        run = run_of(n - k, ["HTTP 500: x"] * k)
+        # independent failures land anywhere in the run (all at its end would be a burst: dependence)
+        run.records = [dataclasses.replace(r, sent_ns=int(t)) for r, t in zip(run.records, rng.permutation(n) + 1, strict=True)]
+        fails += evaluate(g, run, thresholds=th).outcome == "fail"
     return fails / trials
 
 

@@ -11,7 +11,7 @@ from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load import metrics as m
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.schedule import LoadConfig
-from pytest_perfgate.verdicts.samples import Proportion, SampleError, Samples
+from pytest_perfgate.verdicts.samples import ARRIVAL, Proportion, SampleError, Samples
 
 MS = 1_000_000
 
@@ -75,7 +75,8 @@ def test_warmup_and_failures_excluded() -> None:
     assert isinstance(ttft, Samples)
     assert ttft.values.tolist() == [0.005]
     er = res.perfgate_data("error_rate")
-    assert er == Proportion(1, 2, label="error_rate")
+    assert er == Proportion(1, 2, label="error_rate", cluster_successes=(1, 0), cluster_trials=(1, 1),
+                            cluster_unit=ARRIVAL)  # one cluster per request in send order: dependence
     assert res.errors() == {"HTTP 500": 1}
 
 
