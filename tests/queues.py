@@ -1,5 +1,5 @@
 """Seeded queueing models as per-request arrays (send time, end time, latency), many trials at once,
-for the dependence simulations (tests/stats/test_dependent_*.py, benchmarks/bench_dependence.py).
+for the dependence simulations (tests/stats/test_dependent_*.py, benchmarks/bench_dependence_gates.py).
 
 * :func:`mm1`: Poisson arrivals at ``rate``, one FCFS exponential server at ``mu``; the latency is the
   sojourn (wait + service), stationary law Exponential(mu - rate). Lindley's recursion in closed form
