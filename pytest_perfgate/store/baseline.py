@@ -198,7 +198,11 @@ def _quantile_shift(gate: Gate, current: Any, baseline: Any, factor: float, sib:
     if not (isinstance(cur, Samples) and isinstance(ref, Samples)) or cur.denominators is not None \
             or ref.denominators is not None or cur.n < 2 or ref.n < 2:
         return None
-    return quantile_shift_test(cur.values, ref.values, st.q, factor, larger_is_worse=sib)
+    from ..verdicts.blocked import for_quantile
+
+    taus = tuple(for_quantile(d.ordered(), st.q, d.dependence()).per_independent for d in (cur, ref))
+    return quantile_shift_test(cur.ordered(), ref.ordered(), st.q, factor, larger_is_worse=sib,
+                               taus=(taus[0], taus[1]))
 
 
 def _no_bound(gate: Gate, c2: float) -> str:

@@ -75,19 +75,22 @@ def _studentized_rows(x: Array, q: float) -> tuple[Array, Array]:
     return quant, se
 
 
-def _run_tau(x: Array) -> float:
-    """Requests per independent one in a run (values in arrival order): the dependence estimate's tau,
-    1 when no dependence shows (:func:`~.dependence.estimate`)."""
+def _run_tau(x: Array, q: float) -> float:
+    """Requests per independent one at the q-quantile of a run (values in arrival order): the dependence
+    estimate's tau raised to its tail's clustering (:func:`~.blocked.for_quantile`); 1 when no
+    dependence shows."""
+    from .blocked import for_quantile
     from .dependence import estimate
 
-    d = estimate(x)
-    return d.per_independent
+    return for_quantile(x, q, estimate(x)).per_independent
 
 
 def quantile_shift_test(current: Array, baseline: Array, q: float, factor: float, larger_is_worse: bool = True,
-                        permutations: int = PERMUTATIONS, seed: int = 0) -> QuantileShift:
+                        permutations: int = PERMUTATIONS, seed: int = 0,
+                        taus: tuple[float, float] | None = None) -> QuantileShift:
     """Studentized permutation test of the q-quantile of ``current`` against ``factor`` x ``baseline``
-    (values in arrival order; see the module)."""
+    (values in arrival order; see the module). ``taus``: each run's requests per independent one
+    when the caller knows them (a stored run's send times); else estimated from the values' order."""
     cur = np.asarray(current, dtype=np.float64)
     ref = np.asarray(baseline, dtype=np.float64) * factor
     if cur.size < 1 or ref.size < 1:
@@ -98,7 +101,8 @@ def quantile_shift_test(current: Array, baseline: Array, q: float, factor: float
     (qr,), (sr,) = _studentized_rows(ref[None, :], q)
     obs = float(qc - qr)
     # each run's own spread, widened by its own dependence (tau requests carry one request's information)
-    se = math.sqrt(float(sc) ** 2 * _run_tau(cur) + float(sr) ** 2 * _run_tau(ref))
+    tc, tr = taus if taus is not None else (_run_tau(cur, q), _run_tau(ref, q))
+    se = math.sqrt(float(sc) ** 2 * tc + float(sr) ** 2 * tr)
     t_obs = obs / se if se > 0 else math.copysign(math.inf, obs) if obs else 0.0
     rng = np.random.default_rng(seed)
     ge = le = 0
