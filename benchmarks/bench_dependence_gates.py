@@ -5,7 +5,7 @@ before (the independent-request rules) and after (verdicts/shares.py, verdicts/r
     .venv/bin/python benchmarks/bench_dependence_gates.py goodput      # one table: goodput, capacity, regression
 
 Seeded; the truth sits exactly on the threshold for a false-pass row, 1 - c = 5%, acceptance
-<= 5% + 3 SE. The models are tests/queues.py's (M/M/1 FCFS, a closed loop, continuous batching).
+<= 5% + 3 SE. The models are tests/queue_runs.py's (M/M/1 FCFS, a closed loop, continuous batching).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from scipy import special as spc
 from scipy import stats as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import queues  # noqa: E402
+import queue_runs as queues  # noqa: E402
 
 from pytest_perfgate.load.capacity import Term, decide_term  # noqa: E402
 from pytest_perfgate.verdicts.bounds import clopper_pearson  # noqa: E402

@@ -17,7 +17,7 @@ from pytest_perfgate.verdicts.samples import make_samples
 from pytest_perfgate.verdicts.verdict import evaluate
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-import queues  # noqa: E402
+import queue_runs as queues  # noqa: E402
 
 C = 0.95
 

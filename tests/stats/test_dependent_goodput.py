@@ -1,5 +1,5 @@
 """Goodput attainment and capacity terms on dependent requests (issue 32 item 2): seeded queues
-(tests/queues.py), the truth exactly on the threshold; a share bound may pass at most 1 - c + 3 SE.
+(tests/queue_runs.py), the truth exactly on the threshold; a share bound may pass at most 1 - c + 3 SE.
 
 Before (Clopper-Pearson on the requests as if independent) the boundary passed 13-65% of these
 runs; the blocks bound (verdicts/shares.py) holds, and independent requests keep their power."""
@@ -20,7 +20,7 @@ from pytest_perfgate.verdicts.bounds import clopper_pearson
 from pytest_perfgate.verdicts.shares import share_bounds
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-import queues  # noqa: E402
+import queue_runs as queues  # noqa: E402
 
 C = 0.95
 P0 = 0.9  # the attainment on the threshold
