@@ -16,21 +16,25 @@ information is a **block** of consecutive requests in send order:
   above 0: Student t on 29 degrees of freedom with Hall's skewness correction at the skewness one
   standard error beyond its estimate, a side the blocks skew towards at 1 - (1 - c) / 20 unless
   30 >= 10 G1^2): clusters of bad requests make the block shares skewed, and a plain t undercovers;
-* never narrower than Clopper-Pearson on the requests (dependence only widens a bound);
-* a run with no bad request at all (or no good one) has no spread to measure: its bound is
-  Clopper-Pearson on n / tau effective requests, tau the integrated autocorrelation time of the
-  underlying series (``memory``, e.g. the latencies, by the same 30 batch means), or on the 30
-  blocks themselves when no series is given.
+* never narrower than Clopper-Pearson on n / tau effective requests, tau the integrated
+  autocorrelation time of the underlying series (``memory``, e.g. the latencies, by the same 30
+  batch means): a run whose few bad requests sit in one cluster shows no spread between blocks, but
+  its latencies show how long it remembers (without this a capacity term at utilisation 0.897
+  passed 15%);
+* a run with no bad request at all (or no good one) has no spread to measure: its bound is that
+  Clopper-Pearson on n / tau alone, or on the 30 blocks themselves when no series is given.
 
 Regeneration cycles (a new unit at each idle instant, no request of ours in flight) were simulated
-too: on M/M/1 they hold 1.2-1.8% at utilisation 0.3-0.7 but 14-18% at 0.9-0.95, where busy periods
-are heavy-tailed and a run sees too few long ones; fixed blocks held 3.5-6.8% there
-(benchmarks/bench_dependence_gates.py).
+too (as the clusters of the same Fieller bound): on M/M/1 they held 1.2-1.8% at utilisation 0.3-0.7
+but 10-18% at 0.9-0.95, where busy periods are heavy-tailed and a run sees too few long ones; fixed
+blocks held 3.5-6.8% there. Measured rates: docs/statistics.md ("Goodput, capacity, regression and
+comparisons under dependence"), benchmarks/bench_dependence_gates.py.
 
 Assumption: the run is stationary apart from its start, and its memory is short against a block
 (n / 30 requests). A queue started empty at utilisation 0.9 with 2,000 requests (about 8 independent
-requests' worth) still passes ~24% of the time at the boundary: the start's empty queue makes the
-run better than the steady state, and nothing in so short a run shows it (docs/statistics.md).
+requests' worth) still passes 22% of the time at the boundary: the start's empty queue makes the
+run better than the steady state, and nothing in so short a run shows it; at utilisation 0.3 with
+80-500 requests from empty the dependence is too weak for the 1% test to see (8-11%).
 """
 
 from __future__ import annotations
