@@ -6,13 +6,16 @@ A request is *good* when it succeeded and its TTFT <= ``ttft``, its TPOT <= ``tp
 in vLLM). Failed requests are measured but never good. Over a run of ``n`` measured requests of
 which ``g`` are good, sent and answered over ``T`` seconds (first send to last response):
 
-* attainment ``g / n`` is a binomial proportion: exact one-sided Clopper-Pearson bounds at ``c``;
+* attainment ``g / n`` is a share of the requests in send order, bounded over 30 blocks of
+  consecutive requests (:mod:`~pytest_perfgate.verdicts.shares`: a queue makes neighbours alike, so
+  bad requests come in clusters; Clopper-Pearson on the requests as if independent passed a gate at
+  the true attainment 27-70% of the time on M/M/1 response times); the run's memory is read from each
+  request's worst SLO ratio (its latency over the limit, the largest over the SLOs);
 * goodput ``g / T`` = attainment x the run's request rate ``n / T``; its bounds are the attainment's
   bounds times ``n / T``, the rate taken as measured (one run: no run-to-run variance of the rate).
 
-Assumption: requests meet their SLOs independently. Under load they do not quite (a queue makes
-neighbours alike); the capacity gate (:mod:`.capacity`) corrects its percentile terms for that,
-this bound does not, so read it as the run's attainment, not a stationary claim.
+Assumption: the run is stationary apart from its start and its memory is short against a block
+(n / 30 requests); measured rates in docs/statistics.md ("Goodput").
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..config.metrics import slo_names
 from ..contract import RequestRecord
-from ..verdicts.bounds import Bounds, clopper_pearson
+from ..verdicts.bounds import Bounds
+from ..verdicts.shares import share_bounds
 from . import metrics as m
 
 SLO_NAMES = slo_names()  # ttft, tpot, e2e: the metric table's SLO latencies (config/metrics.py)
@@ -65,6 +71,7 @@ class Goodput:
     confidence: float
     attainment: Bounds  # good / requests
     slos: Mapping[str, float]
+    dependence: str = ""  # the blocks and the independent requests they are worth
 
     @property
     def rate(self) -> float:
@@ -80,22 +87,25 @@ class Goodput:
         """One-sided (lower, upper) bounds of goodput at the confidence, req/s."""
         return self.attainment.lower * self.request_rate, self.attainment.upper * self.request_rate
 
-    method = ("Clopper-Pearson on good / measured requests (independent requests), times the run's "
-              "request rate (taken as measured)")
+    method = ("good / measured requests in send order over 30 blocks of consecutive requests (Fieller "
+              "skew-corrected t, never narrower than Clopper-Pearson on n / tau), times the run's request "
+              "rate (taken as measured)")
 
     def text(self) -> str:
         lo, hi = self.rate_bounds
         limits = ", ".join(f"{k} <= {v * 1e3:g} ms" for k, v in self.slos.items())
         return (f"goodput {self.rate:.3g} req/s (one-sided {self.confidence:.0%} bounds {lo:.3g} - {hi:.3g}): "
                 f"{self.good} of {self.requests} requests met {limits} "
-                f"({self.attainment.observed:.1%}, bounds {self.attainment.lower:.1%} - {self.attainment.upper:.1%})")
+                f"({self.attainment.observed:.1%}, bounds {self.attainment.lower:.1%} - {self.attainment.upper:.1%}"
+                + (f"; {self.dependence}" if self.dependence else "") + ")")
 
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.rate_bounds
         return {"good": self.good, "requests": self.requests, "seconds": self.seconds,
                 "confidence": self.confidence, "slos_s": dict(self.slos), "goodput_req_s": self.rate,
                 "goodput_bounds_req_s": [lo, hi], "attainment": self.attainment.observed,
-                "attainment_bounds": [self.attainment.lower, self.attainment.upper], "method": self.method}
+                "attainment_bounds": [self.attainment.lower, self.attainment.upper], "method": self.method,
+                "dependence": self.dependence}
 
 
 def goodput(records: Sequence[RequestRecord], slos: Mapping[str, float] | str, c: float = 0.95) -> Goodput:
@@ -104,8 +114,23 @@ def goodput(records: Sequence[RequestRecord], slos: Mapping[str, float] | str, c
     limits = parse_slos(slos)
     if not limits:
         raise ValueError("goodput needs at least one SLO (ttft, tpot, e2e)")
-    measured = m.measured(records)
-    good = sum(1 for r in m.successful(records) if m.meets_slos(r, limits))
+    measured = sorted(m.measured(records), key=lambda r: (r.scheduled_ns or r.sent_ns, r.index))
+    ratio = np.asarray([_worst_ratio(r, limits) for r in measured], dtype=np.float64)
+    good = np.asarray([bool(r.ok and r.chunk_ns) and m.meets_slos(r, limits) for r in measured], dtype=bool)
     span = m.run_span_ns(records)
     seconds = (span[1] - span[0]) / 1e9 if span is not None else 0.0
-    return Goodput(good, len(measured), seconds, c, clopper_pearson(good, len(measured), c), limits)
+    share = share_bounds(good, c, memory=np.minimum(ratio, 10.0))
+    return Goodput(int(good.sum()), len(measured), seconds, c, share.bounds, limits,
+                   share.describe() if measured else "")
+
+
+def _worst_ratio(r: RequestRecord, limits: Mapping[str, float]) -> float:
+    """A request's largest latency / limit over the SLOs (the run's memory; failed requests: inf)."""
+    if not (r.ok and r.chunk_ns):
+        return float("inf")
+    worst = 0.0
+    for name, limit in limits.items():
+        v = m.ttft_ns(r) if name == "ttft" else m.tpot_ns(r) if name == "tpot" else m.e2e_ns(r)
+        if v is not None:
+            worst = max(worst, v / 1e9 / limit)
+    return worst

@@ -10,9 +10,10 @@ mirror it (``upper(current) / lower(baseline) < 1 - regression``). Because both 
 exact, a run whose true statistic is exactly at the tolerance is flagged with probability at most
 ``1 - c``, whatever the distribution (tests/store/test_baseline.py simulates it).
 
-Quantile gates (pNN) decide by the permutation test of the quantile itself against
-``(1 +/- regression) x`` the baseline (:mod:`pytest_perfgate.verdicts.regression`; assumption: a
-change within the tolerance is a change of scale), which sees +40% on a P99 at 500 requests a run
+Quantile gates (pNN) decide by the studentized permutation test of the quantile itself against
+``(1 +/- regression) x`` the baseline (:mod:`pytest_perfgate.verdicts.regression`: each run's own
+standard error, widened by its own dependence, so neither a change of shape nor a queue's memory
+makes it over-claim), which sees +40% on a P99 at 500 requests a run
 (87% at a 5% tolerance) where the per-run bounds above need >= 368 samples a run before any bound
 exists; the bound is still reported, or what it needs when it does not exist.
 """
@@ -162,7 +163,7 @@ def compare(gate: Gate, current: Any, baseline: Any, *, confidence: float, thres
     shift = _quantile_shift(gate, current, baseline, limit, sib)
     if shift is not None:  # the quantile itself, by permutation: power where the per-run bounds have none
         regressed, ruled_out = shift.p_worse <= 1 - confidence, shift.p_within <= 1 - confidence
-        bound_txt = (f"{bound_txt}; permutation test of the {vc.statistic} against {limit:.3g} x baseline "
+        bound_txt = (f"{bound_txt}; studentized permutation test of the {vc.statistic} against {limit:.3g} x baseline "
                      f"({shift.permutations} permutations): p = {shift.p_worse:.3g} for worse, "
                      f"{shift.p_within:.3g} for not worse")
     inconclusive = not regressed and not ruled_out and (worse or tol is not None)
@@ -197,7 +198,11 @@ def _quantile_shift(gate: Gate, current: Any, baseline: Any, factor: float, sib:
     if not (isinstance(cur, Samples) and isinstance(ref, Samples)) or cur.denominators is not None \
             or ref.denominators is not None or cur.n < 2 or ref.n < 2:
         return None
-    return quantile_shift_test(cur.values, ref.values, st.q, factor, larger_is_worse=sib)
+    from ..verdicts.blocked import for_quantile
+
+    taus = tuple(for_quantile(d.ordered(), st.q, d.dependence()).per_independent for d in (cur, ref))
+    return quantile_shift_test(cur.ordered(), ref.ordered(), st.q, factor, larger_is_worse=sib,
+                               taus=(taus[0], taus[1]))
 
 
 def _no_bound(gate: Gate, c2: float) -> str:

@@ -207,6 +207,12 @@ class QuantileMethod(kinds.QuantileKind, Method):
         assert st.q is not None
         return stats.quantile_bounds(d.values, st.q, c)
 
+    def side_bounds(self, st: Statistic, d: Samples, c: float) -> stats.Bounds:
+        """One run's own bounds of a comparison, from its own dependence (its blocks in arrival order)."""
+        assert st.q is not None
+        x = d.ordered()
+        return blocked.quantile_bounds(x, st.q, c, blocked.for_quantile(x, st.q, d.dependence()))
+
     def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
         """Decided on the run's blocks in arrival order (:mod:`.blocked`; block 1: independent)."""
         assert isinstance(d, Samples) and gate.statistic.q is not None
@@ -246,7 +252,8 @@ def dependence_note(note: str, dep: Dependence, cost: str = "") -> str:
 
 
 def _mean_side(d: Samples, c: float) -> stats.Bounds:
-    return _none(float(d.values[0])) if d.n < 2 else stats.mean_bounds(d.values, c, None)
+    """One run's own bounds of a mean in a comparison: batch means over its own dependence."""
+    return _none(float(d.values[0])) if d.n < 2 else blocked.mean_bounds(d.ordered(), c, None, d.dependence())
 
 
 class MeanMethod(kinds.MeanKind, Method):

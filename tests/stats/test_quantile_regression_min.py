@@ -54,11 +54,12 @@ def test_false_regression_alarms_bigger_is_better(q: float, factor: float, label
 
 
 def test_power_forty_percent_slower_decode_on_p1() -> None:
-    """Every request's decode rate / 1.4 (the mirror of +40% on a latency P99): detected >= 75% at a
-    5% tolerance and >= 60% at 10% (measured 80.7% / 68.0%, 300 trials each)."""
+    """Every request's decode rate / 1.4 (the mirror of +40% on a latency P99): measured 67.7% / 62.0% at
+    a 5% / 10% tolerance, 300 trials each (the plain permutation test: 80.7% / 68.0%, without the
+    studentization that keeps runs of different shape or dependent runs honest)."""
     at5, at10 = _rate(1 / 1.4, 300, seed=141, tol=0.05), _rate(1 / 1.4, 300, seed=142)
     print(f"POWER mirrored P1 rate / 1.4 at n = {N}: {at5:.3f} (tolerance 5%), {at10:.3f} (10%)")
-    assert at5 >= 0.75 and at10 >= 0.6
+    assert at5 >= 0.62 and at10 >= 0.55
 
 
 def test_min_gate_through_the_baseline_comparison(tmp_path) -> None:  # type: ignore[no-untyped-def]
