@@ -23,6 +23,7 @@ import atexit
 import contextlib
 import multiprocessing.context
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
 import signal
 import time
@@ -98,6 +99,8 @@ def warm() -> None:
     multiprocessing.forkserver.ensure_running()
     if not _STOP_REGISTERED:
         atexit.register(stop)
+        # the tracker last: after multiprocessing's own exit work (semaphore finalizers talk to it)
+        multiprocessing.util.Finalize(None, stop_resource_tracker, exitpriority=-100)
         _STOP_REGISTERED = True
 
 
@@ -108,7 +111,8 @@ TRACKER_GRACE_S = 10.0  # the resource tracker's own cleanup (leaked semaphores)
 
 
 def stop() -> None:
-    """Stop the fork server now, then the resource tracker it started. Python's own shutdown only
+    """Stop the fork server now (at exit: the resource tracker it started is stopped after
+    multiprocessing's own exit work, :func:`stop_resource_tracker`). Python's own shutdown only
     closes the server's "alive" pipe, which the server reads after its preload: an orphan would go
     on importing vLLM for tens of seconds."""
     server: Any = getattr(multiprocessing.forkserver, "_forkserver", None)
@@ -119,7 +123,6 @@ def stop() -> None:
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         server._stop()  # closes the pipe, reaps the pid, forgets the address
-    stop_resource_tracker()
 
 
 def stop_resource_tracker(grace: float | None = None) -> None:
