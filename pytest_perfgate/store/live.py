@@ -55,9 +55,9 @@ class LiveStore:
             extra["samples"] = rel.as_posix()
         except (OSError, TypeError, ValueError) as e:  # the test goes on; the session fails at its end
             where = getattr(e, "filename", None) or self.out_dir / records.DIRNAME
-            msg = f"{where}: the data of gate {v.gate} not stored: {getattr(e, 'strerror', None) or e}"
-            warnings.warn(f"perfgate: {msg}", stacklevel=3)
-            if msg not in self.errors:
+            msg = f"{where}: gate data not stored: {getattr(e, 'strerror', None) or e}"
+            warnings.warn(f"perfgate: {msg} (gate {v.gate})", stacklevel=3)
+            if msg not in self.errors:  # once per place and cause, not once per gate
                 self.errors.append(msg)
         if self.baseline is not None and v.outcome != "error":
             try:
