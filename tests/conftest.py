@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
+import sysconfig
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import _pytest.pytester
 import pytest
 
 from pytest_perfgate.calib import ScriptedServer
@@ -19,6 +22,35 @@ os.environ.setdefault("PERFGATE_CACHE", str(default_cache_dir()))
 # pytester sessions here that select phase1 but measure a scripted engine would each pay a 13-s
 # import of vLLM on the other core for nothing. Tests of real phase runs turn it back on.
 os.environ.setdefault("PERFGATE_PREWARM", "0")
+
+# An in-process pytester run (runpytest / inline_run) puts sys.modules back as it was before the run,
+# so a library first imported inside the run is dropped afterwards. A C extension cannot be dropped:
+# torch imported inside a run (runtime/device.py from an engine's info) and removed with it crashed
+# the next generation-2 collection (a freed PyMethodDef traversed, SIGSEGV) or the next `import
+# torch` (`pytest tests/reliability`, issue 31); numpy imported twice made `np.array(copy=...)` fail
+# with "_CopyMode.IF_NEEDED is neither True nor False" in a later run. Installed libraries (stdlib
+# and site-packages) are kept; what the run imported from its own directory is still dropped.
+_LIBRARY_DIRS = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep
+                       for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _installed(name: str) -> bool:
+    """Whether module ``name`` belongs to an installed library: its top-level package is in the
+    standard library or site-packages (torch.classes and the like have no usable file of their own)."""
+    top = sys.modules.get(name.partition(".")[0])
+    try:
+        places = [getattr(top, "__file__", None), *list(getattr(top, "__path__", None) or [])]
+    except Exception:  # a module object that pretends to be something else
+        return False
+    return any(isinstance(f, str) and os.path.realpath(f).startswith(_LIBRARY_DIRS) for f in places)
+
+
+class _KeepInstalledModules(_pytest.pytester.SysModulesSnapshot):
+    def __init__(self, preserve: Callable[[str], bool] | None = None) -> None:
+        super().__init__(preserve=lambda name: _installed(name) or (preserve is not None and preserve(name)))
+
+
+_pytest.pytester.SysModulesSnapshot = _KeepInstalledModules  # type: ignore[misc]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,9 @@ _TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params", "h
 _SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate"}
 _PHASE_KEYS = {"title", "depends_on", "description"}
 _FALLBACK_KEYS = {"title", "cost", "doc", "description"}
+MAX_DEPTH = 32  # arrays / tables nested deeper than this are refused (a real roadmap nests 3 or 4)
+_TOO_DEEP = (f"nested too deeply: arrays or tables nested beyond {MAX_DEPTH} levels are refused "
+             "(a thresholds file nests 3 or 4)")
 
 
 def load_thresholds(path: str | Path, *, confidence: float | None = None) -> Thresholds:
@@ -31,12 +34,41 @@ def load_thresholds(path: str | Path, *, confidence: float | None = None) -> Thr
         raise ConfigError(p, "", None, f"not UTF-8 text: {e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(p, "", None, f"TOML syntax error: {e}") from None
+    except RecursionError:  # tomllib recurses once per nesting level (~330 levels exhaust the stack)
+        raise ConfigError(p, "", None, _TOO_DEEP) from None
     return parse_thresholds(doc, p, hashlib.sha256(raw).hexdigest(), confidence=confidence)
 
 
 def parse_thresholds(
     doc: Mapping[str, Any], path: Path, sha256: str = "", *, confidence: float | None = None
 ) -> Thresholds:
+    """Validate a parsed thresholds document; any problem (nesting included) is a :class:`ConfigError`."""
+    where = _too_deep(doc)
+    if where is not None:
+        raise ConfigError(path, where[0], where[1], _TOO_DEEP)
+    try:
+        return _parse(doc, path, sha256, confidence)
+    except RecursionError:
+        raise ConfigError(path, "", None, _TOO_DEEP) from None
+
+
+def _too_deep(doc: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """(table, key) of the first value nested beyond MAX_DEPTH levels, without recursing (a file's
+    nesting never reaches Python's stack)."""
+    todo: list[tuple[Any, int, str]] = [(doc, 0, "")]
+    while todo:
+        value, depth, top = todo.pop()
+        if depth > MAX_DEPTH:
+            table, _, key = top.rpartition(".")
+            return (table, key or None)
+        if isinstance(value, Mapping):
+            todo.extend((v, depth + 1, top if depth > 2 else f"{top}.{k}".lstrip(".")) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            todo.extend((v, depth + 1, top) for v in value)
+    return None
+
+
+def _parse(doc: Mapping[str, Any], path: Path, sha256: str, confidence: float | None) -> Thresholds:
     c = Checker(path)
     c.keys(doc, _TOP_KEYS, "")
     settings = _settings(c, c.table(doc, "perfgate", ""), confidence)

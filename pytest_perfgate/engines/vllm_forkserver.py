@@ -23,8 +23,10 @@ import atexit
 import contextlib
 import multiprocessing.context
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -97,15 +99,22 @@ def warm() -> None:
     multiprocessing.forkserver.ensure_running()
     if not _STOP_REGISTERED:
         atexit.register(stop)
+        # the tracker last: after multiprocessing's own exit work (semaphore finalizers talk to it)
+        multiprocessing.util.Finalize(None, stop_resource_tracker, exitpriority=-100)
         _STOP_REGISTERED = True
 
 
 _STOP_REGISTERED = False
 
 
+TRACKER_GRACE_S = 10.0  # the resource tracker's own cleanup (leaked semaphores) before it is SIGKILLed
+
+
 def stop() -> None:
-    """Stop the fork server now. Python's own shutdown only closes its "alive" pipe, which the server
-    reads after its preload: an orphan would go on importing vLLM for tens of seconds."""
+    """Stop the fork server now (at exit: the resource tracker it started is stopped after
+    multiprocessing's own exit work, :func:`stop_resource_tracker`). Python's own shutdown only
+    closes the server's "alive" pipe, which the server reads after its preload: an orphan would go
+    on importing vLLM for tens of seconds."""
     server: Any = getattr(multiprocessing.forkserver, "_forkserver", None)
     pid = getattr(server, "_forkserver_pid", None)
     if pid is None:
@@ -114,6 +123,38 @@ def stop() -> None:
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         server._stop()  # closes the pipe, reaps the pid, forgets the address
+
+
+def stop_resource_tracker(grace: float | None = None) -> None:
+    """End multiprocessing's resource tracker, which ``forkserver.ensure_running`` starts as this
+    process's child, and reap it. Python leaves it running at exit until it reads EOF on its pipe
+    and has cleaned up: it outlived the session (1.5 s on an idle 2-core machine, longer on a busy
+    one; seen alive after a failed engine start, issue 31), and for as long as any process that
+    inherited the pipe (a forked engine core) lives. Here: close the pipe, wait up to ``grace``
+    seconds for its own cleanup, then SIGKILL (it ignores SIGTERM and SIGINT) and reap it."""
+    from multiprocessing import resource_tracker
+
+    tracker: Any = getattr(resource_tracker, "_resource_tracker", None)
+    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    if fd is None or pid is None:
+        return
+    tracker._fd = tracker._pid = None  # a later ensure_running() starts a new one
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    deadline = time.monotonic() + (TRACKER_GRACE_S if grace is None else grace)
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not our child (reaped elsewhere)
+            return
+        if done or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    if not done:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 @contextmanager

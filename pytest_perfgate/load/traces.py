@@ -28,10 +28,12 @@ openai engine's body). A bad row is a :class:`TraceError` naming the file and li
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import math
 import random
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +44,8 @@ from .prompts import _WORDS, FALLBACK_CORPUS, _encode, _Stream, bos_id
 
 FORMATS = ("sharegpt", "burstgpt", "mooncake", "jsonl")
 BLOCK_SIZE = 512  # tokens per Mooncake hash id (Mooncake's traces, AIPerf's default)
+_SPACE = re.compile(r"[ \t\r\n]*")
+_SEPARATORS = re.compile(r"[ \t\r\n,]*")
 
 
 class TraceError(ValueError):
@@ -66,6 +70,19 @@ def load(path: str | Path, tokenizer: Any = None, format: str | None = None, *, 
          block_size: int = BLOCK_SIZE, seed: int = 0, limit: int | None = None) -> Trace:
     """The requests of the trace at ``path`` (see the module docstring); ``limit``: the first rows only."""
     p = Path(path)
+    try:
+        return _load(p, tokenizer, format, max_tokens, block_size, seed, limit)
+    except UnicodeDecodeError:
+        bad = _undecodable(p)
+        if bad is None:  # not the file's bytes (a tokenizer's own error)
+            raise
+        raise TraceError(f"{p}:{bad[0]}: not UTF-8 text (byte {bad[1]:,}); a trace is UTF-8 JSON, JSONL or CSV") from None
+    except RecursionError:  # a structure nested beyond what the row handling can walk
+        raise TraceError(f"{p}: nested too deeply to read") from None
+
+
+def _load(p: Path, tokenizer: Any, format: str | None, max_tokens: int, block_size: int, seed: int,
+          limit: int | None) -> Trace:
     fmt = format or detect(p)
     if fmt not in FORMATS:
         raise TraceError(f"{p}: trace format {fmt!r} unknown (known: {', '.join(FORMATS)})")
@@ -76,18 +93,38 @@ def load(path: str | Path, tokenizer: Any = None, format: str | None = None, *, 
                          "(traces.load(path, tokenizer=engines.tokenizer(NAME)))")
     if block_size < 1:
         raise TraceError(f"{p}: block_size must be >= 1, got {block_size}")
-    build = _Builder(p, tokenizer, max_tokens, block_size, seed)
-    if fmt == "sharegpt":
-        reqs, skipped = build.sharegpt(limit)
-    elif fmt == "burstgpt":
-        reqs, skipped = build.burstgpt(limit)
-    elif fmt == "mooncake":
-        reqs, skipped = build.mooncake(limit), 0
-    else:
-        reqs, skipped = build.jsonl(limit), 0
+    reqs, skipped = _build(_Builder(p, tokenizer, max_tokens, block_size, seed), fmt, limit)
     if not reqs:
         raise TraceError(f"{p}: no requests in the trace")
     return Trace(_by_arrival(reqs), path=str(p), format=fmt, skipped=skipped)
+
+
+def _build(build: _Builder, fmt: str, limit: int | None) -> tuple[list[Request], int]:
+    if fmt == "sharegpt":
+        return build.sharegpt(limit)
+    if fmt == "burstgpt":
+        return build.burstgpt(limit)
+    if fmt == "mooncake":
+        return build.mooncake(limit), 0
+    return build.jsonl(limit), 0
+
+
+def _undecodable(path: Path) -> tuple[int, int] | None:
+    """(line, byte offset) of the first bytes of ``path`` that are not UTF-8 (read in 1 MiB blocks)."""
+    dec = codecs.getincrementaldecoder("utf-8")()
+    line, offset = 1, 0
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            pending = len(dec.getstate()[0])  # bytes of a sequence split across blocks, decoded with these
+            try:
+                dec.decode(block)
+            except UnicodeDecodeError as e:
+                at = max(0, e.start - pending)
+                return line + block.count(b"\n", 0, at), offset + at
+            line += block.count(b"\n")
+            offset += len(block)
+    tail = len(dec.getstate()[0])
+    return (line, offset - tail) if tail else None  # the file ends inside a sequence, or is UTF-8
 
 
 def detect(path: Path) -> str:
@@ -125,6 +162,8 @@ def _jsonl_rows(path: Path, limit: int | None) -> Iterator[tuple[int, dict[str, 
                 row = json.loads(line)
             except ValueError as e:
                 raise TraceError(f"{path}:{line_no}: not JSON: {e}") from None
+            except RecursionError:
+                raise TraceError(f"{path}:{line_no}: JSON nested too deeply to read") from None
             if not isinstance(row, dict):
                 raise TraceError(f"{path}:{line_no}: a row must be a JSON object, got {type(row).__name__}")
             got += 1
@@ -132,26 +171,39 @@ def _jsonl_rows(path: Path, limit: int | None) -> Iterator[tuple[int, dict[str, 
 
 
 def _json_entries(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line, entry) of every element of the top-level JSON array of ``path``."""
+    """(line, entry) of every element of the top-level JSON array of ``path``. Line numbers are
+    counted forward from the previous entry (linear in the file; a count from the start per entry
+    made 20k conversations take minutes)."""
     text = path.read_text(encoding="utf-8")
     dec = json.JSONDecoder()
-    i = len(text) - len(text.lstrip())
+    ws = _SPACE.match(text)
+    i = ws.end() if ws else 0
+    line, counted = 1, 0  # the line of position ``counted``
+
+    def line_at(pos: int) -> int:
+        nonlocal line, counted
+        line += text.count("\n", counted, pos)
+        counted = pos
+        return line
+
     if not text[i:i + 1] == "[":
-        raise TraceError(f"{path}:{text.count(chr(10), 0, i) + 1}: a ShareGPT file is a JSON list of conversations")
+        raise TraceError(f"{path}:{line_at(i)}: a ShareGPT file is a JSON list of conversations")
     i += 1
     while True:
-        while i < len(text) and text[i] in " \t\r\n,":
-            i += 1
+        sep = _SEPARATORS.match(text, i)
+        i = sep.end() if sep else i
         if i >= len(text):
-            raise TraceError(f"{path}:{text.count(chr(10)) + 1}: the JSON list is not closed")
+            raise TraceError(f"{path}:{line_at(len(text))}: the JSON list is not closed")
         if text[i] == "]":
             return
-        line = text.count("\n", 0, i) + 1
+        at = line_at(i)
         try:
             entry, i = dec.raw_decode(text, i)
         except ValueError as e:
-            raise TraceError(f"{path}:{line}: not JSON: {e}") from None
-        yield line, entry
+            raise TraceError(f"{path}:{at}: not JSON: {e}") from None
+        except RecursionError:
+            raise TraceError(f"{path}:{at}: JSON nested too deeply to read") from None
+        yield at, entry
 
 
 def _int(row: Mapping[str, Any], key: str, where: str, minimum: int = 1) -> int:

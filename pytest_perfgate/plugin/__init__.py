@@ -429,7 +429,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if isinstance(rec, Recorder) and not rec.is_worker:
         if session.config.stash.get(GATE_TESTS, 0):
             rec.mark_stale()
-        if rec.write_errors and session.exitstatus == pytest.ExitCode.OK:
+        if rec.errors() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     problem = startup.wait_for_stop(session.config.stash.get(STOPPING, None))
     tr = session.config.pluginmanager.get_plugin("terminalreporter")

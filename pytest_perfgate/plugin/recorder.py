@@ -122,8 +122,15 @@ class Recorder:
         try:
             self.live.record_history(self.st.all_verdicts(), started=self.started, commit=self.st.commit,
                                      engines=list(self.st.engines.values()))
-        except (OSError, ValueError, sqlite3.Error) as e:
+        except (OSError, ValueError, sqlite3.Error) as e:  # the session fails at its end
+            from ..store.history import path_of
+
             warnings.warn(f"perfgate: could not append to the run history in {self.st.out_dir}: {e}", stacklevel=1)
+            self._write_error(f"{path_of(self.st.out_dir)}: {e}")
+
+    def errors(self) -> list[str]:
+        """Every output this session could not write (results, reports, history, samples data)."""
+        return [*self.write_errors, *(e for e in getattr(self.live, "errors", []) if e not in self.write_errors)]
 
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
         st = self.st
@@ -153,5 +160,5 @@ class Recorder:
         tr.write_line("")
         for p in self.written:
             tr.write_line(f"perfgate: wrote {p}")
-        for e in self.write_errors:
+        for e in self.errors():
             tr.write_line(f"perfgate: could not write results (the session fails): {e}", red=True, bold=True)

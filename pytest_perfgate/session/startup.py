@@ -244,7 +244,10 @@ def no_fallback(th: Thresholds) -> list[str]:
     bare = [g.name for g in th.gates.values() if g.threshold is not None and not g.fallbacks]
     if not bare:
         return []
-    return [f"perfgate: {len(bare)} gate(s) name no fallback plan, so their failures trigger none: {', '.join(bare)}"]
+    from ..verdicts.wording import NAMES_SHOWN, some_names
+
+    return [f"perfgate: {len(bare):,} gate(s) name no fallback plan, so their failures trigger none: "
+            f"{some_names(bare)}" + (" (all: perfgate gates)" if len(bare) > NAMES_SHOWN else "")]
 
 
 def missing_engines(th: Thresholds, aliases: Mapping[str, str],

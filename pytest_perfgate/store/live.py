@@ -30,6 +30,7 @@ class LiveStore:
         self._extras: dict[str, dict[str, Any]] = {}  # gate -> extras of its latest stored verdict
         self._stored: set[str] = set()
         self._hist_seq = itertools.count()
+        self.errors: list[str] = []  # outputs that could not be written: the session fails at its end
 
     def hook(self, test: str) -> Hook:
         """The ``store`` callback of one test's ``perfgate`` fixture."""
@@ -52,8 +53,12 @@ class LiveStore:
                                 run_id=self.run_id, test=test, seq=next(self._seq),
                                 extra_runs=[d for d in drawn if hasattr(d, "records")])
             extra["samples"] = rel.as_posix()
-        except (OSError, TypeError, ValueError) as e:
-            warnings.warn(f"perfgate: could not store the data of gate {v.gate}: {e}", stacklevel=3)
+        except (OSError, TypeError, ValueError) as e:  # the test goes on; the session fails at its end
+            where = getattr(e, "filename", None) or self.out_dir / records.DIRNAME
+            msg = f"{where}: gate data not stored: {getattr(e, 'strerror', None) or e}"
+            warnings.warn(f"perfgate: {msg} (gate {v.gate})", stacklevel=3)
+            if msg not in self.errors:  # once per place and cause, not once per gate
+                self.errors.append(msg)
         if self.baseline is not None and v.outcome != "error":
             try:
                 cmp = compare_stored(gate, data, self.baseline, confidence=confidence, thresholds=self.thresholds,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .wording import metric_label, needed_units, op
+from .wording import metric_label, needed_units, op, some_names
 
 if TYPE_CHECKING:
     from .verdict import Verdict
@@ -45,7 +45,7 @@ def _sentences(verdicts: tuple[Verdict, ...], say: Callable[[Verdict], str]) -> 
         if len(group) == 1:
             out.append(say(v))
         elif group and group[0] is v:
-            out.append(f"gates {', '.join(g.gate for g in group)}: ERROR: not evaluated: {v.note}")
+            out.append(f"gates {some_names([g.gate for g in group])}: ERROR: not evaluated: {v.note}")
     return out
 
 

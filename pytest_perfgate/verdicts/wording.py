@@ -22,6 +22,14 @@ from .record import VerdictRecord
 OPS = {("max", "pass"): "<", ("max", "fail"): ">", ("min", "pass"): ">", ("min", "fail"): "<"}
 
 NOT_DESCRIBED = "(not described in thresholds.toml)"
+NAMES_SHOWN = 10  # a line that names gates names this many, then says how many more (10,006 gates: 69k characters)
+
+
+def some_names(names: list[str], shown: int = NAMES_SHOWN) -> str:
+    """``a, b, c``; beyond ``shown`` names, the first ``shown`` and ``... and 9,996 more``."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])}, ... and {len(names) - shown:,} more"
 
 # proportions count trials; everything else counts samples
 TRIAL_METHODS = ("clopper-pearson", "cluster-robust Korn-Graubard")

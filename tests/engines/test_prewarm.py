@@ -168,3 +168,39 @@ def test_prewarm_starts_the_server_inside_the_engine_log(monkeypatch: pytest.Mon
     name = startup.prewarm(th, None, {}, "phase1", tmp_path)
     assert name is not None and seen == [str(tmp_path / "engines" / f"{name}.log")]
     assert os.readlink("/proc/self/fd/1") != seen[0]  # restored after the start
+
+
+_TRACKER = r"""
+import subprocess, sys
+from multiprocessing import resource_tracker
+from pytest_perfgate.engines import vllm_forkserver as fs
+
+fs.CONTEXT.set_forkserver_preload([])  # no vLLM: the processes around the server are what is tested
+fs.TRACKER_GRACE_S = 0.5
+fs.warm()  # starts multiprocessing's resource tracker, then the fork server
+tracker = resource_tracker._resource_tracker
+# a process that outlives this one holding the tracker's pipe, as an engine core forked from the
+# server does: the tracker reads no EOF while it lives
+holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=(tracker._fd,),
+                          start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(tracker._pid, holder.pid, flush=True)
+"""
+
+
+def test_the_resource_tracker_of_the_fork_server_ends_with_the_session(tmp_path: Path) -> None:
+    """Issue 31: after a failed engine start, `python -B -c from multiprocessing.resource_tracker
+    import main;main(14)` was alive after the session: the tracker ``forkserver.ensure_running``
+    starts outlived its session (1.5 s here, by its own cleanup; for as long as anything held its
+    pipe). The session now reaps it at exit, SIGKILLing it after a grace period."""
+    out, err = tmp_path / "out", tmp_path / "err"  # files: the tracker inherits the child's stdout/stderr
+    with out.open("w") as o, err.open("w") as e:
+        p = subprocess.run([sys.executable, "-c", _TRACKER], stdout=o, stderr=e, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, err.read_text()[-3000:]
+    tracker, holder = (int(x) for x in out.read_text().split())
+    try:
+        state = Path(f"/proc/{tracker}/stat").read_text().rsplit(")", 1)[1].split()[0] \
+            if Path(f"/proc/{tracker}").exists() else "gone"
+        assert state == "gone", f"the resource tracker {tracker} outlived its session (state {state})"
+    finally:
+        os.kill(holder, 9)

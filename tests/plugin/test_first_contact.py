@@ -259,6 +259,32 @@ def test_a_later_write_failure_fails_the_session(quiet: pytest.Pytester, monkeyp
                             "report writers failed: markdown (summary.md): IsADirectoryError: *"])
 
 
+@pytest.mark.parametrize("blocked", ["samples", "history.sqlite/x"])
+def test_a_failed_samples_or_history_write_fails_the_session(quiet: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                             blocked: str) -> None:
+    """Issue 31: every output the README promises is part of the result: data files under samples/
+    (here a file stands where the directory must be: no root tricks) and history.sqlite (a directory
+    in its place). The session fails (exit 1) naming the path, after everything else is written."""
+    monkeypatch.setenv("TTFT_MS", "100")  # every test passes
+    quiet.makeconftest(f"""
+        import os
+        def pytest_sessionstart(session):
+            path = os.path.join("perfgate-results", {blocked!r})
+            if path.endswith("samples"):
+                os.makedirs("perfgate-results", exist_ok=True)
+                open(path, "w").close()
+            else:
+                os.makedirs(path)
+    """)
+    r = quiet.runpytest("-p", "no:xdist", "-m", "phase1", "-W", "ignore::UserWarning")
+    assert r.parseoutcomes()["passed"] == 2 and "failed" not in r.parseoutcomes()
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    where = quiet.path / "perfgate-results" / blocked.split("/")[0]
+    r.stdout.fnmatch_lines([f"perfgate: could not write results (the session fails): {where}*"])
+    for name in ("decisions.json", "gates.xml", "summary.md", "report.html"):  # the rest was written
+        assert (quiet.path / "perfgate-results" / name).is_file(), name
+
+
 def test_wording_units_and_width(quiet: pytest.Pytester) -> None:
     quiet.makepyfile(test_big="""
         import pytest

@@ -224,3 +224,24 @@ def test_atomic_write_text_replaces_and_cleans_up(tmp_path: Path) -> None:
         writers.atomic_write_text(p, "\ud800")
     assert p.read_text(encoding="utf-8") == "two\n"
     assert [x.name for x in p.parent.iterdir()] == ["f.txt"]
+
+
+def test_many_gates_are_counted_once_per_suite(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 31: junitparser's add_testcase recounts the whole suite per case (10,006 gates: 34 s of
+    a 272-s session). The suites' statistics are computed once each, and they are right."""
+    calls = {"n": 0}
+    real = TestSuite.update_statistics
+
+    def counted(self: TestSuite) -> None:
+        calls["n"] += 1
+        real(self)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(TestSuite, "update_statistics", counted)
+    vs = [verdict(f"g{i:04d}", "fail" if i % 10 == 0 else "pass") for i in range(500)]
+    doc = {**make_doc(), "phases": {"phase1": phase_entry("phase1", vs, not_evaluated=["never"])}}
+    path = junit.JUnitWriter().write(doc, tmp_path)
+    assert calls["n"] <= 2, f"{calls['n']} statistics passes for 1 suite"
+    monkeypatch.undo()
+    validate(path)
+    s = suites(path)["phase1"]
+    assert (s.tests, s.failures, s.errors, s.skipped) == (501, 50, 0, 1)
