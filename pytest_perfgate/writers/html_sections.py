@@ -25,6 +25,7 @@ class Store:
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)
         self._cache: dict[str, Any] = {}
+        self._runs: dict[Path, Any] = {}  # run files read: the verdicts of one run share it
         self.problems: list[str] = []
 
     def load(self, rel: object) -> Any:
@@ -37,7 +38,7 @@ class Store:
                 path = (self.out_dir / rel).resolve()
                 if self.out_dir.resolve() not in path.parents:
                     raise StoreError(f"{rel}: outside the results directory")
-                self._cache[rel] = load(path)
+                self._cache[rel] = load(path, self._runs)
             except (StoreError, OSError, ValueError, TypeError, KeyError) as e:
                 self.problems.append(str(e))
                 self._cache[rel] = None
