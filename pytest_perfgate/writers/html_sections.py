@@ -155,16 +155,24 @@ def _run_figure(r: Any) -> str:
     ok = m.successful(r.records)
     if not ok:
         return ""
-    t0 = min(x.sent_ns for x in ok)
-    ttft = ([(x.sent_ns - t0) / 1e9 for x in ok], [(x.chunk_ns[0] - x.sent_ns) / 1e6 for x in ok])
-    itl_t: list[float] = []
-    itl_v: list[float] = []
-    for x in ok:
-        for a, b in zip(x.chunk_ns, x.chunk_ns[1:], strict=False):
-            itl_t.append((b - t0) / 1e9)
-            itl_v.append((b - a) / 1e6)
-    dec = ([(x.chunk_ns[0] - x.sent_ns) / 1e6 for x in ok], [(x.chunk_ns[-1] - x.chunk_ns[0]) / 1e6 for x in ok])
-    return plots.over_time(ttft, (itl_t, itl_v), dec)
+    import itertools
+
+    import numpy as np
+
+    # in numpy: a 100k-request run has 3 M chunk times (python floats of them: ~200 MB and seconds)
+    sent = np.fromiter((x.sent_ns for x in ok), np.int64, len(ok))
+    lens = np.fromiter((len(x.chunk_ns) for x in ok), np.int64, len(ok))
+    flat = np.fromiter(itertools.chain.from_iterable(x.chunk_ns for x in ok), np.int64, int(lens.sum()))
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    first, last = flat[starts], flat[starts + lens - 1]
+    t0 = int(sent.min())
+    inside = np.ones(max(flat.size - 1, 0), dtype=bool)  # consecutive chunks of one request
+    inside[starts[1:] - 1] = False
+    itl_t = (flat[1:][inside] - t0) / 1e9
+    itl_v = np.diff(flat)[inside] / 1e6
+    ttft = ((sent - t0) / 1e9, (first - sent) / 1e6)
+    dec = ((first - sent) / 1e6, (last - first) / 1e6)
+    return plots.over_time(ttft, (itl_t, itl_v), dec)  # type: ignore[arg-type]
 
 
 def cards(entry: Mapping[str, Any], index: int, store: Store | None) -> str:
