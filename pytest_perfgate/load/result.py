@@ -113,10 +113,12 @@ class RunResult:
         """Measured, successful and failed requests (``samples.RequestRun``: a gate's error budget)."""
         reasons: dict[str, str] = {}
         url = request_url(self.engine_info)
-        for r in self.measured:
-            if r.error is not None and error_cause(r.error) not in reasons:
-                reasons[error_cause(r.error)] = describe_error(r.error, url)
-        return RequestCounts(len(self.measured), len(self.successful), dict(self.errors()),
+        measured = self.measured  # once: a pass over every record (100k of them for an imported run)
+        failed = [r.error for r in measured if r.error is not None]
+        for e in failed:
+            if error_cause(e) not in reasons:
+                reasons[error_cause(e)] = describe_error(e, url)
+        return RequestCounts(len(measured), len(self.successful), dict(Counter(error_cause(e) for e in failed)),
                              {k: v for k, v in reasons.items() if v})
 
     def _why_empty(self) -> str:

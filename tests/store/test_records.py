@@ -166,9 +166,12 @@ def test_a_run_behind_several_verdicts_is_stored_once(tmp_path: Path, th: Thresh
                           confidence=0.95, run_id="r1", seq=i) for i, g in enumerate(("ttft", "itl", "acc"))]
     (run_file,) = (tmp_path / "samples" / "r1" / records.RUNS).iterdir()
     assert all((tmp_path / r).stat().st_size < run_file.stat().st_size for r in rels)
+    assert all(s.runs[0] is run for s in (records.load(tmp_path / r, {}) for r in rels))  # the writer's own run
+    records._LIVE.clear()  # as another process reads them: one copy, read once
     cache: dict[Path, RunResult] = {}
     stored = [records.load(tmp_path / r, cache) for r in rels]
     assert stored[0].runs[0] is stored[1].runs[0] is stored[2].runs[0] and list(cache) == [run_file.resolve()]
+    assert stored[0].runs[0] is not run and records.load(tmp_path / rels[0]).runs[0] is not run
     for g, s in zip(("ttft", "itl", "acc"), stored, strict=True):
         _same(records.reevaluate(s, th.gate(g), th), evaluate(th.gate(g), run, thresholds=th))
 
