@@ -3,9 +3,9 @@ and peak RSS against the file's size (issue 33). A script, not a test: it prints
 
 ``python benchmarks/bench_import.py [--requests 1000,10000,100000] [--chunks 32]``
 
-Each size is a fresh subprocess (peak RSS is the process's ``ru_maxrss``): it writes the file (the
-bench's own keys and shapes: parallel per-request lists, ``itls`` of ``--chunks - 1`` gaps, 1% of
-requests failed), then times ``perfgate gate FILE`` with four gates (TTFT P99, ITL P99, TPOT mean,
+For each size this process writes the file (the bench's own keys and shapes: parallel per-request
+lists, ``itls`` of ``--chunks - 1`` gaps, 1% of requests failed), then a fresh subprocess (peak RSS:
+its ``VmHWM``, so the generator's memory is not counted) reads it once and times ``perfgate gate FILE`` with four gates (TTFT P99, ITL P99, TPOT mean,
 error rate) and every writer, split into reading the file and the rest (deciding and writing).
 """
 
@@ -70,29 +70,39 @@ def write(path: Path, n: int, chunks: int) -> None:
     path.write_text(json.dumps(doc))
 
 
-def child(n: int, chunks: int) -> None:
+def _hwm() -> float:
+    """Peak RSS of this process in kB (``VmHWM``: ``ru_maxrss`` keeps the parent's peak across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1])
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def child(n: int, chunks: int, d: Path) -> None:
+    """Time ``perfgate gate`` on ``d/bench.json`` (written by another process: its memory is not ours)."""
     sys.path.insert(0, str(ROOT))
+    import contextlib
+    import io
+
     from pytest_perfgate.cli import main
     from pytest_perfgate.imports import load_results
 
-    with tempfile.TemporaryDirectory() as d:
-        f = Path(d) / "bench.json"
-        write(f, n, chunks)
-        (Path(d) / "thresholds.toml").write_text(GATES)
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        t0 = time.perf_counter()
-        load_results(f)
-        read = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        import contextlib
-        import io
+    f = d / "bench.json"
+    import matplotlib.pyplot  # noqa: F401  (imports the writers use, outside the figures)
 
-        with contextlib.redirect_stdout(io.StringIO()):
-            rc = main(["gate", str(f), "--thresholds", str(Path(d) / "thresholds.toml"), "--out", str(Path(d) / "out")])
-        total = time.perf_counter() - t0
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(json.dumps({"requests": n, "mb": f.stat().st_size / 1e6, "read_s": read, "gate_s": total, "rc": rc,
-                          "rss_before_mb": base / 1e3, "peak_rss_mb": peak / 1e3}))
+    base = _hwm()
+    t0 = time.perf_counter()
+    run = load_results(f)
+    read = time.perf_counter() - t0
+    del run
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["gate", str(f), "--thresholds", str(d / "thresholds.toml"), "--out", str(d / "out")])
+    total = time.perf_counter() - t0
+    peak = _hwm()
+    stored = sum(p.stat().st_size for p in (d / "out").rglob("*") if p.is_file())
+    print(json.dumps({"requests": n, "mb": f.stat().st_size / 1e6, "read_s": read, "gate_s": total, "rc": rc,
+                      "rss_before_mb": base / 1e3, "peak_rss_mb": peak / 1e3, "stored_mb": stored / 1e6}))
 
 
 def main() -> None:
@@ -100,17 +110,22 @@ def main() -> None:
     ap.add_argument("--requests", default="1000,10000,100000")
     ap.add_argument("--chunks", type=int, default=32)
     ap.add_argument("--child", type=int)
+    ap.add_argument("--dir")
     ns = ap.parse_args()
     if ns.child:
-        child(ns.child, ns.chunks)
+        child(ns.child, ns.chunks, Path(ns.dir))
         return
-    print(f"{'requests':>9} {'file MB':>8} {'read s':>7} {'gate s':>7} {'peak RSS MB':>12} {'RSS after writing the file':>27}")
+    print(f"{'requests':>9} {'file MB':>8} {'read s':>7} {'gate s':>7} {'peak RSS MB':>12} {'RSS at start MB':>16} "
+          f"{'stored MB':>10}")
     for n in (int(x) for x in ns.requests.split(",")):
-        out = subprocess.run([sys.executable, __file__, "--child", str(n), "--chunks", str(ns.chunks)],
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        with tempfile.TemporaryDirectory() as d:
+            write(Path(d) / "bench.json", n, ns.chunks)
+            (Path(d) / "thresholds.toml").write_text(GATES)
+            out = subprocess.run([sys.executable, __file__, "--child", str(n), "--chunks", str(ns.chunks), "--dir", d],
+                                 capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = json.loads(out)
         print(f"{r['requests']:>9} {r['mb']:>8.1f} {r['read_s']:>7.2f} {r['gate_s']:>7.2f} {r['peak_rss_mb']:>12.0f} "
-              f"{r['rss_before_mb']:>27.0f}")
+              f"{r['rss_before_mb']:>16.0f} {r['stored_mb']:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,9 @@ def detect(path: Path, head: str) -> bool:
     return path.is_file() and head.lstrip().startswith("{") and '"burstiness"' in head and '"endpoint_type"' in head
 
 
-def records(path: Path, doc: Any, where: str = "") -> list[RequestRecord]:
-    """The requests of one bench result document, in send order (``index``: the position in the file)."""
+def records(path: Path, doc: Any, where: str = "", consume: bool = False) -> list[RequestRecord]:
+    """The requests of one bench result document, in send order (``index``: the position in the file).
+    ``consume``: the document was read for this alone; its ``itls`` lists are emptied once read."""
     cols = {k: j.need(path, doc, k, where, hint=HINT) for k in (*DETAILED, *LENGTHS)}
     n = len(cols["start_times"]) if isinstance(cols["start_times"], list) else -1
     for k, v in cols.items():
@@ -43,7 +44,9 @@ def records(path: Path, doc: Any, where: str = "") -> list[RequestRecord]:
         if len(v) != n:
             raise ResultsError(path, f"{len(v)} entries, start_times has {n}", record=where, field=k)
     queue = doc.get("queue_times") if isinstance(doc.get("queue_times"), list) else None
-    out = [_record(path, cols, queue, i, where) for i in range(n)]
+    out = _fast(cols, queue, n, consume)
+    if out is None:  # something to name (a bad entry): one record at a time
+        out = [_record(path, cols, queue, i, where) for i in range(n)]
     out.sort(key=lambda r: r.sent_ns)
     return out
 
@@ -71,8 +74,63 @@ def _record(path: Path, c: dict[str, list[Any]], queue: list[Any] | None, i: int
     return r
 
 
-def run_of(path: Path, doc: Any, level: str = "", where: str = "") -> ImportedRun:
-    recs = records(path, doc, where)
+def _column(values: list[Any]) -> Any:
+    """``values`` as float64 when every entry is a finite int or float (else None: named later)."""
+    if not all(type(v) is float or type(v) is int for v in values):
+        return None
+    a = np.asarray(values, dtype=np.float64)
+    return a if np.isfinite(a).all() else None
+
+
+def _fast(c: dict[str, list[Any]], queue: list[Any] | None, n: int, consume: bool = False) -> list[RequestRecord] | None:
+    """:func:`_record` for every request at once (numpy, rows of one length together): the same
+    numbers bit for bit, 100k requests in about a second; None when an entry is not a plain number.
+    ``consume``: empty the document's ``itls`` once they are read (a document read for this alone)."""
+    cols = {k: _column(c[k]) for k in ("start_times", "ttfts", "latencies", "input_lens", "output_lens")}
+    q = _column(queue[:n]) if queue is not None and len(queue) >= n else None
+    if any(v is None for v in cols.values()) or (queue is not None and q is None):
+        return None
+    errs = c["errors"]
+    failed = [bool(e) for e in errs]
+    rows = c["itls"]
+    by_len: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        if not failed[i]:
+            if type(row) is not list:
+                return None
+            by_len.setdefault(len(row), []).append(i)
+    if not all(type(v) is float or type(v) is int for i in range(n) if not failed[i] for v in rows[i]):
+        return None
+    sent = np.rint(cols["start_times"] * 1e9).astype(np.int64).tolist()
+    sched = None if q is None else (np.asarray(sent, dtype=np.int64) - np.rint(q * 1e9).astype(np.int64)).tolist()
+    end = (np.asarray(sent, dtype=np.int64) + np.rint(cols["latencies"] * 1e9).astype(np.int64)).tolist()
+    base = cols["start_times"] + cols["ttfts"]
+    groups = [(idx, np.asarray([rows[i] for i in idx], dtype=np.float64).reshape(len(idx), length))
+              for length, idx in by_len.items()]
+    if not all(np.isfinite(gaps).all() for _, gaps in groups):
+        return None
+    if consume:  # the document's own lists of gaps (a 100k-request file: ~110 MB of floats) are no longer needed
+        rows.clear()
+    chunks: dict[int, list[int]] = {}
+    for idx, gaps in groups:
+        times = base[idx][:, None] + np.concatenate((np.zeros((len(idx), 1)), np.cumsum(gaps, axis=1)), axis=1)
+        chunks.update(zip(idx, np.rint(times * 1e9).astype(np.int64).tolist(), strict=True))
+    prompt = cols["input_lens"].astype(np.int64).tolist()
+    output = cols["output_lens"].astype(np.int64).tolist()
+    out = []
+    for i in range(n):
+        r = RequestRecord(index=i, sent_ns=sent[i], token_count_source="server", prompt_tokens=prompt[i],
+                          scheduled_ns=None if sched is None else sched[i])
+        if failed[i]:
+            r.error = "bench error: " + bounded(errs[i])
+        else:
+            r.chunk_ns, r.end_ns, r.output_tokens, r.finish_reason = chunks[i], end[i], output[i], "length"
+        out.append(r)
+    return out
+
+
+def run_of(path: Path, doc: Any, level: str = "", where: str = "", consume: bool = False) -> ImportedRun:
+    recs = records(path, doc, where, consume)
     src = Source(NAME, TOOL, str(path), level=level, more=MORE)
     info = {"name": level or path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path),
             "model": str(doc.get("model_id", ""))[:200], "backend": str(doc.get("backend", ""))[:40]}
@@ -81,7 +139,7 @@ def run_of(path: Path, doc: Any, level: str = "", where: str = "") -> ImportedRu
 
 
 def read(path: Path) -> list[tuple[str, ImportedRun]]:
-    return [("", run_of(path, j.load(path)))]
+    return [("", run_of(path, j.load(path), consume=True))]
 
 
 FORMAT = Format(NAME, "vllm bench serve --save-result --save-detailed JSON", detect, read)

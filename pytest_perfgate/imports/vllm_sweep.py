@@ -47,7 +47,7 @@ def read(path: Path) -> list[tuple[str, ImportedRun]]:
     for d in _levels(path):
         files = sorted((f for f in d.iterdir() if _RUN.search(f.name)), key=lambda f: int(_RUN.search(f.name).group(1)))  # type: ignore[union-attr]
         docs = [j.load(f) for f in files]
-        runs = [vllm_bench.run_of(f, doc, level=d.name) for f, doc in zip(files, docs, strict=True)]
+        runs = [vllm_bench.run_of(f, doc, level=d.name, consume=True) for f, doc in zip(files, docs, strict=True)]
         recs = sorted((r for run in runs for r in run.records), key=lambda r: r.sent_ns)
         for i, r in enumerate(recs):
             r.index = i

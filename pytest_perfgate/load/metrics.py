@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..contract import RequestRecord
 from ..verdicts.samples import ARRIVAL, Proportion
@@ -92,6 +93,33 @@ def itls(records: Iterable[RequestRecord]) -> tuple[list[int], list[int]]:
         gaps.extend(itl_ns(r))
         tokens.extend(r.chunk_tokens[1:] if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * (len(r.chunk_ns) - 1))
     return gaps, tokens
+
+
+def chunk_times(records: Sequence[RequestRecord]) -> tuple[Any, Any, Any]:
+    """Every chunk time of ``records`` in one int64 array, each record's first position in it and its
+    chunk count (numpy: a 100k-request run's 3 M chunk times without 3 M Python ints)."""
+    import itertools
+
+    import numpy as np
+
+    lens = np.fromiter((len(r.chunk_ns) for r in records), np.int64, len(records))
+    flat = np.fromiter(itertools.chain.from_iterable(r.chunk_ns for r in records), np.int64, int(lens.sum()))
+    return flat, np.cumsum(lens) - lens, lens
+
+
+def itl_array(records: Iterable[RequestRecord]) -> Any:
+    """The gaps of :func:`itls` (ns, same order) as one int64 array."""
+    return itl_gaps_and_ends(records)[0]
+
+
+def itl_gaps_and_ends(records: Iterable[RequestRecord]) -> tuple[Any, Any]:
+    """The gaps of :func:`itls` (ns) and the chunk time each gap ended at (its arrival order)."""
+    import numpy as np
+
+    flat, starts, _ = chunk_times(successful(records))  # every one has a chunk
+    inside = np.ones(max(flat.size - 1, 0), dtype=bool)  # consecutive chunks of one request
+    inside[starts[1:] - 1] = False
+    return np.diff(flat)[inside], flat[1:][inside]
 
 
 @dataclass(frozen=True)

@@ -113,10 +113,12 @@ class RunResult:
         """Measured, successful and failed requests (``samples.RequestRun``: a gate's error budget)."""
         reasons: dict[str, str] = {}
         url = request_url(self.engine_info)
-        for r in self.measured:
-            if r.error is not None and error_cause(r.error) not in reasons:
-                reasons[error_cause(r.error)] = describe_error(r.error, url)
-        return RequestCounts(len(self.measured), len(self.successful), dict(self.errors()),
+        measured = self.measured  # once: a pass over every record (100k of them for an imported run)
+        failed = [r.error for r in measured if r.error is not None]
+        for e in failed:
+            if error_cause(e) not in reasons:
+                reasons[error_cause(e)] = describe_error(e, url)
+        return RequestCounts(len(measured), len(self.successful), dict(Counter(error_cause(e) for e in failed)),
                              {k: v for k, v in reasons.items() if v})
 
     def _why_empty(self) -> str:
@@ -177,10 +179,10 @@ class RunResult:
         if name == "e2e":
             return _seconds(m.e2es(ok), name, [r.sent_ns for r in ok])
         if name == "itl":
-            gaps, _ = m.itls(ok)
-            if not gaps:
+            gaps, ends = m.itl_gaps_and_ends(ok)  # numpy: no list of every chunk's gap (3 M Python ints for 100k requests)
+            if not gaps.size:
                 raise SampleError(f"{name}: no request streamed more than one chunk")
-            return _seconds(gaps, name, [t for r in ok for t in r.chunk_ns[1:]])  # each gap when it ended
+            return make_samples(gaps.astype(np.float64) / 1e9, "s", label=name, sent=ends.astype(np.float64) / 1e9)  # each gap when it ended
         if name == "queue_time":
             q = m.queue_times(self.records)
             if not q:

@@ -6,6 +6,10 @@ directory. Every line is one JSON object with a ``kind``:
 
 * ``header`` (first line): schema, gate, phase, test, run id, the confidence the verdict used and
   its outcome/observed/lower/upper/n;
+* ``run_file``: load run ``run`` is stored once per results directory, in ``path`` (relative to this
+  file's folder, ``runs/<name>.jsonl.gz``: a ``pytest-perfgate/run/1`` header, then that run's
+  ``run`` and ``request`` lines), shared by every verdict evaluated on it (schema 1 files written
+  before kept the ``run`` and ``request`` lines in each verdict's file; both are read);
 * ``run``: one load run (engine info, load config, counters before/after, gauges, SLOs, times);
 * ``request``: one request record of run ``run`` (send, chunk times and tokens, counts, tag, error);
 * ``data``: what the gate evaluated, part 0 (and 1 for comparisons of two runs): ``samples``
@@ -22,10 +26,12 @@ import dataclasses
 import gzip
 import json
 import re
+import uuid
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
@@ -34,7 +40,14 @@ if TYPE_CHECKING:
     from ..verdicts.verdict import Verdict
 
 SCHEMA = "pytest-perfgate/samples/1"
+RUN_SCHEMA = "pytest-perfgate/run/1"
 DIRNAME = "samples"
+RUNS = "runs"
+# run files already written in this process: id(run) -> (a weak reference to it, its file's path)
+_WRITTEN: dict[int, tuple[weakref.ref[Any], Path]] = {}
+# and by file: a reader in the process that wrote the run (the report after the gates) takes the run
+# itself rather than a second copy read back (a 100k-request run: 5 s and ~250 MB)
+_LIVE: dict[Path, weakref.ref[Any]] = {}
 
 
 class StoreError(ValueError):
@@ -67,6 +80,12 @@ class Stored:
 
         v = self.header.get("verdict")
         return VerdictRecord.read(v if isinstance(v, Mapping) else {})
+
+
+def _record_fields() -> frozenset[str]:
+    from ..contract import RequestRecord
+
+    return frozenset(f.name for f in dataclasses.fields(RequestRecord))
 
 
 def _slug(text: str) -> str:
@@ -176,10 +195,8 @@ def write(
                 f.write(json.dumps(line, allow_nan=False, default=str, separators=(",", ":")) + "\n")
 
             put(header)
-            for i, r in enumerate(runs):
-                put(_run_line(i, r))
-                for rec in r.records:
-                    put({"kind": "request", "run": i, **vars(rec)})  # flat: asdict deep-copies (80% of a big store)
+            for i, r in enumerate(runs):  # each run once per results directory, shared by its verdicts
+                put({"kind": "run_file", "run": i, "path": _run_file(path.parent, r).relative_to(path.parent).as_posix()})
             for p, d in enumerate(parts):
                 put(_part_line(p, d, run_index, gate.metric))
     except BaseException:  # nothing half-written is left behind
@@ -189,6 +206,42 @@ def write(
     return rel
 
 
+def _run_file(folder: Path, r: RunResult) -> Path:
+    """The file that keeps run ``r`` under ``folder/runs/``: written on the first verdict that needs it."""
+    known = _WRITTEN.get(id(r))
+    if known is not None and known[0]() is r and known[1].parent.parent == folder and known[1].exists():
+        return known[1]
+    path = folder / RUNS / f"{_slug(str(r.engine_info.get('name', '')) or 'run')[:40]}-{uuid.uuid4().hex[:12]}.jsonl.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with gzip.open(tmp, "wb", compresslevel=1) as f:  # 6 -> 1: 3x faster on a big run
+            f.write(_dumps({"kind": "header", "schema": RUN_SCHEMA}) + b"\n")
+            f.write(_dumps(_run_line(0, r)) + b"\n")
+            import orjson
+
+            for rec in r.records:  # flat: asdict deep-copies (80% of a big store); orjson: ints and strings only
+                f.write(orjson.dumps({"kind": "request", "run": 0, **vars(rec)}, default=str) + b"\n")
+    except BaseException:  # nothing half-written is left behind
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(path)
+    key, where = id(r), path.resolve()
+
+    def gone(_: Any) -> None:
+        _WRITTEN.pop(key, None)
+        _LIVE.pop(where, None)
+
+    ref = weakref.ref(r, gone)
+    _WRITTEN[key] = (ref, path)
+    _LIVE[where] = ref
+    return path
+
+
+def _dumps(line: dict[str, Any]) -> bytes:
+    return json.dumps(line, allow_nan=False, default=str, separators=(",", ":")).encode()
+
+
 def _header_verdict(v: Verdict) -> dict[str, Any]:
     """What the header keeps of the live verdict: the part re-evaluation must reproduce."""
     d = v.to_dict()
@@ -196,11 +249,13 @@ def _header_verdict(v: Verdict) -> dict[str, Any]:
 
 
 def read_lines(path: Path) -> Iterable[dict[str, Any]]:
+    import orjson
+
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
+        with gzip.open(path, "rb") as f:
             for i, raw in enumerate(f, 1):
                 try:
-                    obj = json.loads(raw)
+                    obj = orjson.loads(raw)
                 except ValueError as e:
                     raise StoreError(f"{path}: line {i}: not JSON ({e})") from None
                 if not isinstance(obj, dict):
@@ -212,30 +267,24 @@ def read_lines(path: Path) -> Iterable[dict[str, Any]]:
         raise StoreError(f"{path}: unreadable ({e})") from None
 
 
-def load(path: Path) -> Stored:
-    """Read a data file back into run results and evaluable data."""
-    from ..contract import RequestRecord
-    from ..load.result import RunResult
-    from ..load.schedule import LoadConfig
-
+def load(path: Path, runs_cache: dict[Path, RunResult] | None = None) -> Stored:
+    """Read a data file back into run results and evaluable data. ``runs_cache``: run files already
+    read (by path), shared by the verdicts of one run (a reader of many verdicts passes one dict);
+    with it, a run this process wrote and still holds is taken as it is, not read back."""
     header: dict[str, Any] | None = None
     runs: dict[int, RunResult] = {}
     parts: dict[int, Any] = {}
-    fields = {f.name for f in dataclasses.fields(RequestRecord)}
-    for obj in read_lines(path):
+    lines = read_lines(path)
+    for obj in lines:
         kind = obj.get("kind")
         if header is None:
             if kind != "header" or obj.get("schema") != SCHEMA:
                 raise StoreError(f"{path}: not a perfgate samples file (first line is not a {SCHEMA} header)")
             header = obj
-        elif kind == "run":
-            known = {f.name for f in dataclasses.fields(RunResult)} - {"records"}
-            kw = {k: v for k, v in obj.items() if k in known}
-            cfg = kw.get("config")
-            kw["config"] = LoadConfig(**cfg) if cfg else None
-            runs[int(obj["run"])] = RunResult(records=[], **kw)
-        elif kind == "request":
-            runs[int(obj["run"])].records.append(RequestRecord(**{k: v for k, v in obj.items() if k in fields}))
+        elif kind == "run_file":
+            runs[int(obj["run"])] = _load_run_file(path, obj.get("path"), runs_cache)
+        elif kind in ("run", "request"):  # the runs inside the verdict's file (written before run files)
+            _run_lines(path, obj, runs)
         elif kind == "data":
             parts[int(obj["part"])] = _read_part(path, obj, runs)
     if header is None:
@@ -243,6 +292,57 @@ def load(path: Path) -> Stored:
     if not parts:
         raise StoreError(f"{path}: no data part (file truncated?)")
     return Stored(path, header, [runs[i] for i in sorted(runs)], [parts[i] for i in sorted(parts)])
+
+
+def _run_lines(path: Path, obj: dict[str, Any], runs: dict[int, RunResult]) -> None:
+    """One ``run`` or ``request`` line into ``runs``."""
+    from ..contract import RequestRecord
+    from ..load.result import RunResult
+    from ..load.schedule import LoadConfig
+
+    if obj.get("kind") == "run":
+        known = {f.name for f in dataclasses.fields(RunResult)} - {"records"}
+        kw = {k: v for k, v in obj.items() if k in known}
+        cfg = kw.get("config")
+        kw["config"] = LoadConfig(**cfg) if cfg else None
+        runs[int(obj["run"])] = RunResult(records=[], **kw)
+        return
+    run = runs.get(int(obj["run"]))
+    if run is None:
+        raise StoreError(f"{path}: a request line of run {obj['run']} before its run line")
+    del obj["kind"], obj["run"]
+    run.records.append(RequestRecord(**obj) if obj.keys() <= _RECORD_FIELDS else
+                       RequestRecord(**{k: v for k, v in obj.items() if k in _RECORD_FIELDS}))
+
+
+def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) -> RunResult:
+    """The run kept in ``rel`` (a ``runs/`` file next to the verdict's data file ``path``)."""
+    folder = path.parent.resolve()
+    if not isinstance(rel, str) or not rel:
+        raise StoreError(f"{path}: a run_file line without a path")
+    f = (folder / rel).resolve()
+    if f.parent.parent != folder:
+        raise StoreError(f"{path}: run file {rel[:80]!r} is not in its runs/ folder")
+    if cache is not None and f in cache:
+        return cache[f]
+    live = _LIVE.get(f) if cache is not None else None  # without a cache: always the file (round trips)
+    held = live() if live is not None else None
+    if held is not None:
+        return cast("RunResult", held)
+    runs: dict[int, RunResult] = {}
+    first = True
+    for obj in read_lines(f):
+        if first:
+            if obj.get("kind") != "header" or obj.get("schema") != RUN_SCHEMA:
+                raise StoreError(f"{f}: not a perfgate run file (first line is not a {RUN_SCHEMA} header)")
+            first = False
+            continue
+        _run_lines(f, obj, runs)
+    if 0 not in runs:
+        raise StoreError(f"{f}: no run line (file truncated?)")
+    if cache is not None:
+        cache[f] = runs[0]
+    return runs[0]
 
 
 def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]) -> Any:
@@ -275,6 +375,9 @@ def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]
                        tuple(obj.get("notes") or ()), obj.get("requests"),
                        None if sent is None else np.asarray(sent, dtype=np.float64))
     raise StoreError(f"{path}: data part of unknown type {t!r}")
+
+
+_RECORD_FIELDS = _record_fields()
 
 
 def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,

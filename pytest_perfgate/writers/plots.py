@@ -54,6 +54,9 @@ def _safe(text: str) -> str:
     return re.sub(r"[$\\\x00-\x1f]", "", text)
 
 
+CDF_POINTS = 2000  # steps the CDF draws: an even selection of the sorted values beyond this (and the extremes)
+
+
 def distribution(series: Sequence[Series], unit: str, *, threshold: float | None = None,
                  lower: float | None = None, upper: float | None = None, observed: float | None = None,
                  stat_label: str = "observed") -> str:
@@ -75,7 +78,8 @@ def distribution(series: Sequence[Series], unit: str, *, threshold: float | None
         if not v.size:
             continue
         ax1.hist(v, bins=bins, color=s.color, alpha=0.45 if len(series) > 1 else 0.7, label=_safe(f"{s.label} (n={v.size})"))
-        ax2.step(v, np.arange(1, v.size + 1) / v.size, where="post", color=s.color, label=_safe(s.label))
+        keep = np.unique(np.linspace(0, v.size - 1, CDF_POINTS).astype(int)) if v.size > CDF_POINTS else np.arange(v.size)
+        ax2.step(v[keep], (keep + 1) / v.size, where="post", color=s.color, label=_safe(s.label))
     for ax in (ax1, ax2):
         if lower is not None or upper is not None:
             a = lower if lower is not None and np.isfinite(lower) else lo_edge

@@ -217,3 +217,44 @@ def test_a_capacity_gate_over_a_guidellm_sweep(tmp_path: Path, capsys: pytest.Ca
     v = _recorded(tmp_path)["capacity"]
     assert [lv["level"] for lv in v["curve"]] == [2.0, 4.0, 6.0], out + err
     assert v["unit"] == "req/s" and "capacity" in out
+
+
+def _to_old_layout(out: Path) -> int:
+    """Rewrite every data file of ``out`` as schema 1 wrote it before run files (the run inline)."""
+    import gzip
+    import shutil
+
+    from pytest_perfgate.store import records
+
+    n = 0
+    for f in sorted(out.glob("samples/*/*.jsonl.gz")):
+        lines: list[dict[str, Any]] = []
+        for line in records.read_lines(f):
+            if line["kind"] != "run_file":
+                lines.append(line)
+                continue
+            inner = list(records.read_lines(f.parent / line["path"]))[1:]  # its run and request lines
+            lines += [{**x, "run": line["run"]} for x in inner]
+            n += 1
+        with gzip.open(f, "wt") as g:
+            g.write("".join(json.dumps(x) + "\n" for x in lines))
+    for d in out.glob("samples/*/runs"):
+        shutil.rmtree(d)
+    records._LIVE.clear()
+    return n
+
+
+def test_a_results_dir_in_the_old_layout_is_re_evaluated_and_reported(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = gate(tmp_path, capsys, str(REAL))
+    assert rc == 0, out + err
+    assert len(list((tmp_path / "out").glob("samples/*/runs/*.jsonl.gz"))) == 1  # one run, two verdicts on it
+    assert _to_old_layout(tmp_path / "out") == 2
+    th = str(tmp_path / "thresholds.toml")
+    for g in ("ttft_p50", "itl_p50"):
+        assert main(["evaluate", str(tmp_path / "out"), g, "--thresholds", th]) == 0
+        assert "same verdict as the live run" in capsys.readouterr().out
+    (tmp_path / "out" / "report.html").unlink()
+    assert main(["report", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "ITL per chunk" in html and "no stored data" not in html and "plot failed" not in html

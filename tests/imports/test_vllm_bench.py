@@ -171,3 +171,36 @@ def test_entry_point_formats_are_loaded_and_a_broken_one_is_named(monkeypatch: p
     with pytest.raises(ResultsError, match=r"entry point broken \(pkg.mod:broken\): could not be loaded: no module x"):
         formats()
     monkeypatch.setattr(registry, "_FORMATS", saved)
+
+
+def _mixed_doc(n: int) -> dict[str, Any]:
+    """A bench document of ``n`` requests with rows of many lengths, failures and queue times."""
+    rng = np.random.default_rng(33)
+    lens = rng.integers(0, 40, n)
+    failed = rng.random(n) < 0.1
+    return {"burstiness": 1.0, "endpoint_type": "vllm", "start_times": (np.cumsum(rng.exponential(0.01, n)) + 5e3).tolist(),
+            "ttfts": [0.0 if f else float(rng.lognormal(-2, 0.5)) for f in failed],
+            "itls": [[] if f else rng.lognormal(-4, 0.3, k).tolist() for k, f in zip(lens, failed, strict=True)],
+            "latencies": [0.0 if f else float(rng.uniform(0.5, 3)) for f in failed],
+            "input_lens": rng.integers(1, 900, n).tolist(), "output_lens": [int(k) + 1 for k in lens],
+            "queue_times": rng.uniform(0, 0.2, n).tolist(), "errors": ["HTTP 503" if f else "" for f in failed]}
+
+
+def test_the_vectorised_reader_gives_the_per_request_reader_s_records_bit_for_bit(tmp_path: Path) -> None:
+    import dataclasses
+
+    from pytest_perfgate.imports import vllm_bench
+
+    doc = _mixed_doc(600)
+    path = _write(tmp_path, doc)
+    cols = {k: doc[k] for k in (*vllm_bench.DETAILED, *vllm_bench.LENGTHS)}
+    fast = vllm_bench._fast(cols, doc["queue_times"], 600)
+    assert fast is not None
+    slow = [vllm_bench._record(path, cols, doc["queue_times"], i, "") for i in range(600)]
+    assert [dataclasses.asdict(r) for r in fast] == [dataclasses.asdict(r) for r in slow]
+    assert sum(r.error is not None for r in fast) > 20 and len({len(r.chunk_ns) for r in fast}) > 30
+    doc["itls"][7] = [0.01, "0.02"]  # a bad entry: the per-request reader names it
+    if doc["errors"][7]:
+        doc["errors"][7] = ""
+    with pytest.raises(ResultsError, match=r"request 7.*itls"):
+        perfgate.load_results(_write(tmp_path, doc, "bad.json"))

@@ -167,3 +167,17 @@ def test_load_config_validation() -> None:
     assert np.diff(off).mean() == pytest.approx(1e7, rel=0.1)
     assert np.array_equal(off, send_offsets_ns(cfg))  # type: ignore[arg-type]
     assert send_offsets_ns(LoadConfig()) is None
+
+
+def test_itl_array_is_itls_gaps_in_numpy() -> None:
+    from pytest_perfgate.contract import RequestRecord
+    from pytest_perfgate.load import metrics as mm
+
+    recs = [RequestRecord(index=0, sent_ns=0, chunk_ns=[5, 9, 20]), RequestRecord(index=1, sent_ns=1, chunk_ns=[7]),
+            RequestRecord(index=2, sent_ns=2, chunk_ns=[]), RequestRecord(index=3, sent_ns=3, chunk_ns=[8, 8, 30, 31]),
+            RequestRecord(index=4, sent_ns=4, chunk_ns=[10, 50], error="HTTP 500"),
+            RequestRecord(index=5, sent_ns=5, chunk_ns=[1, 2], warmup=True), RequestRecord(index=6, sent_ns=6, chunk_ns=[3, 4])]
+    assert mm.itl_array(recs).tolist() == mm.itls(recs)[0] == [4, 11, 0, 22, 1, 1]
+    assert mm.itl_array(recs[1:3]).tolist() == [] and mm.itl_array([]).tolist() == []
+    flat, starts, lens = mm.chunk_times(mm.successful(recs))
+    assert flat.tolist() == [5, 9, 20, 7, 8, 8, 30, 31, 3, 4] and starts.tolist() == [0, 3, 4, 8] and lens.tolist() == [3, 1, 4, 2]

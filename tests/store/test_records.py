@@ -6,6 +6,7 @@ import dataclasses
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,15 +70,20 @@ def test_every_request_field_is_kept_with_its_schema(tmp_path: Path, th: Thresho
     rel = records.write(tmp_path, gate=g, verdict=evaluate(g, run, thresholds=th), data=run, confidence=0.95,
                         run_id="r1")
     with gzip.open(tmp_path / rel, "rt") as f:
+        top = [json.loads(x) for x in f]
+    assert [x["kind"] for x in top] == ["header", "run_file", "data"]
+    with gzip.open((tmp_path / rel).parent / top[1]["path"], "rt") as f:
         lines = [json.loads(x) for x in f]
+    assert lines[0] == {"kind": "header", "schema": records.RUN_SCHEMA}
+    lines = [*lines[1:], top[-1]]
     kinds = [x["kind"] for x in lines]
-    assert kinds[0] == "header" and kinds[1] == "run" and kinds[-1] == "data"
+    assert kinds[0] == "run" and kinds[-1] == "data"
     assert kinds.count("request") == len(run.records) == 26
-    req = lines[2]
+    req = lines[1]
     for key in ("index", "tag", "sent_ns", "chunk_ns", "chunk_tokens", "end_ns", "prompt_tokens", "output_tokens",
                 "error", "warmup", "finish_reason"):
         assert key in req, key
-    assert lines[1]["engine_info"]["name"] == "scripted"
+    assert lines[0]["engine_info"]["name"] == "scripted"
     assert lines[-1] == {"kind": "data", "part": 0, "type": "run", "run": 0}
 
 
@@ -153,3 +159,55 @@ def test_bad_files_are_named(tmp_path: Path) -> None:
         f.write('{"kind": "header", "schema": "something/else"}\n')
     with pytest.raises(records.StoreError, match="not a perfgate samples file"):
         records.load(other)
+
+
+def test_a_run_behind_several_verdicts_is_stored_once(tmp_path: Path, th: Thresholds, run: RunResult) -> None:
+    rels = [records.write(tmp_path, gate=th.gate(g), verdict=evaluate(th.gate(g), run, thresholds=th), data=run,
+                          confidence=0.95, run_id="r1", seq=i) for i, g in enumerate(("ttft", "itl", "acc"))]
+    (run_file,) = (tmp_path / "samples" / "r1" / records.RUNS).iterdir()
+    assert all((tmp_path / r).stat().st_size < run_file.stat().st_size for r in rels)
+    assert all(s.runs[0] is run for s in (records.load(tmp_path / r, {}) for r in rels))  # the writer's own run
+    records._LIVE.clear()  # as another process reads them: one copy, read once
+    cache: dict[Path, RunResult] = {}
+    stored = [records.load(tmp_path / r, cache) for r in rels]
+    assert stored[0].runs[0] is stored[1].runs[0] is stored[2].runs[0] and list(cache) == [run_file.resolve()]
+    assert stored[0].runs[0] is not run and records.load(tmp_path / rels[0]).runs[0] is not run
+    for g, s in zip(("ttft", "itl", "acc"), stored, strict=True):
+        _same(records.reevaluate(s, th.gate(g), th), evaluate(th.gate(g), run, thresholds=th))
+
+
+def _old_layout(path: Path, header: dict[str, Any], run: RunResult) -> None:
+    """A data file as schema 1 wrote it before run files: the run and its requests inline."""
+    run_line = {k: (v.to_dict() if k == "config" and v is not None else v)
+                for k, v in vars(run).items() if k != "records"}
+    with gzip.open(path, "wt") as f:
+        for line in [header, {"kind": "run", "run": 0, **run_line},
+                     *({"kind": "request", "run": 0, **dataclasses.asdict(r)} for r in run.records),
+                     {"kind": "data", "part": 0, "type": "run", "run": 0}]:
+            f.write(json.dumps(line, default=str) + "\n")
+
+
+def test_a_results_dir_in_the_old_layout_is_still_read(tmp_path: Path, th: Thresholds, run: RunResult) -> None:
+    g = th.gate("ttft")
+    live = evaluate(g, run, thresholds=th)
+    rel = records.write(tmp_path, gate=g, verdict=live, data=run, confidence=0.95, run_id="r1")
+    header = next(iter(records.read_lines(tmp_path / rel)))
+    old = tmp_path / "old" / "samples" / "r0" / "0000-ttft.jsonl.gz"
+    old.parent.mkdir(parents=True)
+    _old_layout(old, header, run)
+    stored = records.load(old)
+    assert [dataclasses.asdict(r) for r in stored.runs[0].records] == [dataclasses.asdict(r) for r in run.records]
+    assert stored.runs[0].config == run.config
+    _same(records.reevaluate(stored, g, th), live)
+
+
+def test_a_run_file_outside_its_folder_is_refused(tmp_path: Path, th: Thresholds, run: RunResult) -> None:
+    g = th.gate("ttft")
+    rel = records.write(tmp_path, gate=g, verdict=evaluate(g, run, thresholds=th), data=run, confidence=0.95,
+                        run_id="r1")
+    lines = list(records.read_lines(tmp_path / rel))
+    lines[1]["path"] = "../../elsewhere.jsonl.gz"
+    with gzip.open(tmp_path / rel, "wt") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(records.StoreError, match="is not in its runs/ folder"):
+        records.load(tmp_path / rel)
