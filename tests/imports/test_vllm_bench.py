@@ -67,7 +67,11 @@ def test_a_gate_decides_the_real_export(tmp_path: Path) -> None:
     ok = evaluate(t.gate("ttft"), run, thresholds=t)
     assert ok.outcome == "pass" and ok.n == 24
     assert "imported from vllm bench serve" in ok.note
-    assert evaluate(t.gate("itl"), run, thresholds=t).outcome == "fail"  # 18.8 ms median gap on this CPU
+    # 18.8 ms median gap on this CPU, but the gaps of a 24-request run come in clusters (runs of
+    # ~14 zero gaps: chunks read together): 358 gaps carry about 12 independent ones, too few to
+    # decide a median either way at 95% (issue 32); the verdict says so instead of failing
+    itl = evaluate(t.gate("itl"), run, thresholds=t)
+    assert itl.outcome == "inconclusive" and "independent" in itl.message()
 
 
 def test_failed_requests_count_and_all_failed_is_an_error(tmp_path: Path) -> None:
