@@ -14,9 +14,11 @@ on the engine loop, so keep it cheap.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .health import LoopProbe
 from .prompts import warmup_prompts
 from .replay import Turns, trace_offsets_ns
 from .result import RunResult
@@ -67,6 +69,8 @@ class _Run:
         self.deadline_ns: int | None = None
         self.gauges: list[dict[str, float]] = []
         self.turns = Turns(requests)  # multi-turn sessions: turn k after turn k - 1 (load/replay.py)
+        self.send_lags: list[int] = []  # open loop: how late each scheduled send was dispatched (load/health.py)
+        self.send_gap_s = math.nan  # open loop: the schedule's mean gap
 
     def _request(self, i: int) -> Request:
         if i < 0:  # warm-up -1, -2, ...: prompts of its own
@@ -138,12 +142,15 @@ class _Run:
         if cfg.max_seconds is not None:
             self.deadline_ns = self.start_ns + int(cfg.max_seconds * 1e9)
         poller = asyncio.create_task(self._poll_gauges(cfg.gauge_interval)) if cfg.gauge_interval else None
+        probe = LoopProbe()
+        probe.start()
         try:
             if cfg.open_loop:
                 await self._open_loop()
             else:
                 await self._closed_loop(cfg.in_flight or 1)
         finally:
+            health = probe.stop(self.send_lags, self.send_gap_s)
             if poller is not None:
                 poller.cancel()
         end_ns = clock()
@@ -152,7 +159,7 @@ class _Run:
             records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
             counters_before=before, counters_after=after, config=cfg,
             start_ns=self.start_ns, end_ns=end_ns, gauges=self.gauges, stopped_early=self.stopped,
-            request_counters=self.request_counters,
+            request_counters=self.request_counters, health=health,
         )
 
     async def _closed_loop(self, workers: int) -> None:
@@ -173,6 +180,8 @@ class _Run:
         cfg = self.config
         offsets = trace_offsets_ns(self.requests, cfg) if cfg.mode == "trace" else send_offsets_ns(cfg)
         assert offsets is not None
+        if len(offsets) > 1:
+            self.send_gap_s = float(offsets[-1] - offsets[0]) / (len(offsets) - 1) / 1e9
         cap = self.config.concurrency
         sem = asyncio.Semaphore(cap) if cap else None
         tasks: list[asyncio.Task[RequestRecord]] = []
@@ -191,6 +200,7 @@ class _Run:
             await _wait_until(at)
             if not self._budget_left():
                 break
+            self.send_lags.append(max(0, clock() - at))
             tasks.append(asyncio.create_task(send(i, at)))
         if tasks:
             await asyncio.gather(*tasks)

@@ -87,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if problem:
             raise pytest.UsageError(f"perfgate: --perfgate-out {pc.out_dir}: {problem}")
     st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
+    st.validity = th.settings.validity and not config.option.perfgate_no_validity
     config.stash[STATE] = st
     config.stash[RUNS] = Runs()
     try:  # data files, history and baseline of this session (store/live.py)

@@ -75,9 +75,10 @@ def error_notes(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> li
     for v in verdicts:
         details = v.get("details")
         regressed = isinstance(details, Mapping) and details.get("target_met") == 1.0 and v.get("outcome") == "fail"
-        if v.get("outcome") == "error" or regressed:  # a fail on its target alone reads in its row
-            by_note.setdefault(("error" if v.get("outcome") == "error" else "regressed", str(v.get("note", ""))),
-                               []).append(str(v["gate"]))
+        if v.get("outcome") in ("error", "invalid") or regressed:  # a fail on its target alone reads in its row
+            kind = str(v.get("outcome")) if v.get("outcome") in ("error", "invalid") else "regressed"
+            note = str(v.get("note", "")).split("; raw verdict")[0]  # invalid: the figure and the fix
+            by_note.setdefault((kind, note), []).append(str(v["gate"]))
     out: list[str] = []
     for (kind, note), gates in by_note.items():
         out += textwrap.wrap(f"{kind} {', '.join(dict.fromkeys(gates))}: {note}", width, subsequent_indent="    ",

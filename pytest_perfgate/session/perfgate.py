@@ -39,6 +39,7 @@ class RunState:
     run_id: str
     commit: str | None
     inconclusive: str = "fail"
+    validity: bool = True  # a run whose client did not keep up makes its timing gates invalid (load/validity.py)
     verdicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # nodeid -> verdicts
     fallback_tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # nodeid -> result
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -279,7 +280,7 @@ class Perfgate:
             data = samples_of(bench, g.name)
         c = resolve_confidence(g, self.thresholds, self._confidence)
         c = 1 - (1 - c) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
-        v = evaluate(g, data, confidence=c, thresholds=self.thresholds)
+        v = self._valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data)
         said = note(v) if callable(note) else note
         v = _noted(v, f"{label}: {said}" if label and said else label or said)
         if self._store is not None:
@@ -345,7 +346,7 @@ class Perfgate:
             raise ValueError("check_all: this test has no @pytest.mark.gate(...)")
         order = sorted(self._bound, key=lambda n: bool(self.gate(n).compare))
         verdicts = [self.evaluate(None if self.gate(n).compare else data, n) for n in order]
-        failed = sorted((v for v in verdicts if v.outcome in ("fail", "error")), key=lambda v: v.outcome != "fail")
+        failed = sorted((v for v in verdicts if v.outcome in ("fail", "error", "invalid")), key=lambda v: v.outcome != "fail")
         if failed:
             raise GateFailure(*failed)
         unsure = [v for v in verdicts if v.outcome == "inconclusive"]
@@ -362,8 +363,14 @@ class Perfgate:
         elif self._say is not None:
             self._say(message)
 
+    def _valid(self, v: Verdict, g: Gate, data: Any) -> Verdict:
+        """``v`` invalid when its run's client did not keep up at the gate's resolution (load/validity.py)."""
+        from ..load.validity import apply
+
+        return apply(v, g, data, on=self._state.validity)
+
     def raise_for(self, v: Verdict) -> None:
-        if v.outcome in ("fail", "error"):
+        if v.outcome in ("fail", "error", "invalid"):
             raise GateFailure(v)
         if v.outcome == "inconclusive":
             if self._state.inconclusive == "fail":
@@ -410,7 +417,7 @@ class Perfgate:
         from dataclasses import replace
 
         notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
-        v = replace(res.verdict, note="; ".join(notes))
+        v = self._valid(replace(res.verdict, note="; ".join(notes)), g, drawn)
         if self._store is not None:
             v = self._store(v, res.pooled or res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)

@@ -83,7 +83,7 @@ def bencher(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[s
         for bench, measure, x, _u, _s in sweep_rows(v):
             out.setdefault(bench, {})[measure] = {"value": x}
         value = _scaled(v, "observed")
-        if value is None or v.get("outcome") == "error":
+        if value is None or v.get("outcome") in ("error", "invalid"):  # invalid: the client did not keep up
             continue
         m: dict[str, float] = {"value": value}
         lo, hi = _scaled(v, "lower"), _scaled(v, "upper")
@@ -112,7 +112,7 @@ def github_benchmark(verdicts: Iterable[Mapping[str, Any]], *, smaller_is_better
         out.extend({"name": f"{bench} {measure}", "unit": u, "value": x, "extra": f"{v.get('outcome')}; load sweep"}
                    for bench, measure, x, u, smaller in sweep_rows(v) if smaller == smaller_is_better)
         value = _scaled(v, "observed")
-        if value is None or v.get("outcome") == "error" or _smaller(v) != smaller_is_better:
+        if value is None or v.get("outcome") in ("error", "invalid") or _smaller(v) != smaller_is_better:
             continue
         item: dict[str, Any] = {"name": f"{v.get('gate')} ({v.get('metric')} {v.get('statistic')})",
                                 "unit": str(v.get("unit") or ""), "value": value}

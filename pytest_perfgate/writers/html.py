@@ -112,7 +112,7 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
     rows = []
     for i, (name, entry) in enumerate(selected):
         vs = common.verdicts_of(entry)
-        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("fail", "error", "inconclusive", "pass", "recorded")}
+        counts = {k: sum(1 for v in vs if v.get("outcome") == k) for k in ("fail", "error", "invalid", "inconclusive", "pass", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
         fbs = [_fallback(doc, fb) for fb in common.strings(entry.get("triggered_fallbacks"))]
         cls = PHASE_CLASS.get(clean_text(entry.get("outcome")), "none")
@@ -124,7 +124,7 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
     failing = []
     for i, (name, entry) in enumerate(selected):
         for case, v in _failing_first(common.verdicts_of(entry)):
-            if v.get("outcome") in ("fail", "error") or (v.get("outcome") == "inconclusive"):
+            if v.get("outcome") in ("fail", "error", "invalid") or (v.get("outcome") == "inconclusive"):
                 cls = VERDICT_CLASS.get(clean_text(v.get("outcome")), "bad")
                 failing.append(f'<li><a href="#{_gate_id(i, case)}">{_e(name)} / {_e(case)}</a> '
                                f'<span class="{cls}">{_e(v.get("outcome"))}</span>'
