@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..config import Gate, Thresholds
 from ..config.looks import FIRST_LOOK
+from ..load.validity import apply as valid  # a run whose client did not keep up: invalid timing gates
 from ..store import decisions
 from ..verdicts.failures import GateFailure, GateInconclusive, PerfgateWarning
 from .runs import Runs
@@ -280,7 +281,7 @@ class Perfgate:
             data = samples_of(bench, g.name)
         c = resolve_confidence(g, self.thresholds, self._confidence)
         c = 1 - (1 - c) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
-        v = self._valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data)
+        v = valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data, on=self._state.validity)
         said = note(v) if callable(note) else note
         v = _noted(v, f"{label}: {said}" if label and said else label or said)
         if self._store is not None:
@@ -363,12 +364,6 @@ class Perfgate:
         elif self._say is not None:
             self._say(message)
 
-    def _valid(self, v: Verdict, g: Gate, data: Any) -> Verdict:
-        """``v`` invalid when its run's client did not keep up at the gate's resolution (load/validity.py)."""
-        from ..load.validity import apply
-
-        return apply(v, g, data, on=self._state.validity)
-
     def raise_for(self, v: Verdict) -> None:
         if v.outcome in ("fail", "error", "invalid"):
             raise GateFailure(v)
@@ -417,7 +412,7 @@ class Perfgate:
         from dataclasses import replace
 
         notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
-        v = self._valid(replace(res.verdict, note="; ".join(notes)), g, drawn)
+        v = valid(replace(res.verdict, note="; ".join(notes)), g, drawn, on=self._state.validity)
         if self._store is not None:
             v = self._store(v, res.pooled or res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
