@@ -131,7 +131,7 @@ def apply(v: Verdict, gate: Gate, data: Any, *, on: bool = True) -> Verdict:
     assert allowed is not None
     if not on:
         return replace(v, note="; ".join(x for x in (v.note, cause + " (validity off: the raw verdict stands)") if x))
-    note = "; ".join(x for x in (cause, f"raw verdict {v.outcome.upper()}, not gated", v.note) if x)
+    note = "; ".join(x for x in (cause, f"raw verdict {v.outcome.upper()}", v.note) if x)
     return replace(v, outcome=INVALID, note=note, needed=None,
                    details={**v.details, **figures(h, allowed[0])})
 
