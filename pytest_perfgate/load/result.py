@@ -97,6 +97,7 @@ class RunResult:
     # sequential runs: a counter snapshot after each measured request, in order (per-request clusters)
     request_counters: list[dict[str, float]] = field(default_factory=list)
     health: ClientHealth | None = None  # did the client keep up (load/health.py, load/validity.py)
+    worker_health: list[ClientHealth] = field(default_factory=list)  # per client worker (load/workers.py)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -300,6 +301,7 @@ class RunResult:
             "summary": self.summary(),
             "records": [dataclasses.asdict(r) for r in self.records],
             "client": self.health.to_dict() if self.health is not None else None,
+            "client_workers": [h.to_dict() for h in self.worker_health],
         }
 
     @classmethod
@@ -321,6 +323,7 @@ class RunResult:
             stopped_early=bool(data.get("stopped_early", False)),
             request_counters=[dict(c) for c in data.get("request_counters", [])],
             health=ClientHealth.from_dict(client) if isinstance(client, Mapping) else None,
+            worker_health=[ClientHealth.from_dict(h) for h in data.get("client_workers") or [] if isinstance(h, Mapping)],
         )
 
 

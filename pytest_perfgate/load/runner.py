@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
 from .health import LoopProbe
@@ -46,19 +47,36 @@ def run_load(
     config = config.sized(len(requests))
     warm = list(warmup) if warmup else warmup_prompts(requests, config.warmup)
     info = engine.info()
-    result = run_sync(_Run(engine, requests, config, progress, stop, warm).run())
+    if config.workers > 1:  # worker processes (load/workers.py), else this process's event loop
+        from .workers import run_workers
+
+        result = run_workers(engine, requests, config, progress, stop, warm)
+    else:
+        result = run_sync(_Run(engine, requests, config, progress, stop, warm).run())
     result.engine_info = info
     result.slos = dict(slos or {})
     return result
 
 
+@dataclass(frozen=True)
+class Part:
+    """One worker's part of a run (load/workers.py): its request indices, their send offsets (open
+    loops; ns after the common start) and the common start on CLOCK_MONOTONIC."""
+
+    indices: tuple[int, ...]
+    offsets_ns: tuple[int, ...] | None
+    anchor_ns: int
+
+
 class _Run:
     def __init__(
         self, engine: Engine, requests: Sequence[Request], config: LoadConfig,
-        progress: Progress | None, stop: Stop | None, warmup: Sequence[Request] = (),
+        progress: Progress | None, stop: Stop | None, warmup: Sequence[Request] = (), part: Part | None = None,
     ) -> None:
-        self.engine, self.requests, self.config = engine, requests, config
+        self.engine, self.requests, self.config, self.part = engine, requests, config, part
         self.n = config.num_requests if config.num_requests is not None else len(requests)
+        if part is not None:
+            self.n = len(part.indices)
         self.warmup = warmup
         self.progress, self.stop_fn = progress, stop
         self.records: list[RequestRecord] = []
@@ -128,17 +146,22 @@ class _Run:
             if snap:
                 self.gauges.append(snap)
 
-    async def run(self) -> RunResult:
-        cfg = self.config
-        # warm-up records take indices -1, -2, ...
+    async def warm_up(self) -> None:
+        """The warm-up requests, one at a time; their records take indices -1, -2, ..."""
         warming = getattr(self.progress, "warmup", None)  # progress.progress_printer's warm-up lines
         t_warm = clock()
-        for w in range(cfg.warmup):
+        for w in range(self.config.warmup):
             if warming is not None:
-                warming(w, cfg.warmup, (clock() - t_warm) / 1e9)
+                warming(w, self.config.warmup, (clock() - t_warm) / 1e9)
             await self._one(-(w + 1), None, warmup=True)
-        before = await self._counters()
-        self.start_ns = clock()
+
+    async def run(self) -> RunResult:
+        cfg = self.config
+        await self.warm_up()
+        before = await self._counters() if self.part is None else {}
+        if self.part is not None:  # a worker: the common start the coordinator chose
+            await _wait_until(self.part.anchor_ns)
+        self.start_ns = self.part.anchor_ns if self.part is not None else clock()
         if cfg.max_seconds is not None:
             self.deadline_ns = self.start_ns + int(cfg.max_seconds * 1e9)
         poller = asyncio.create_task(self._poll_gauges(cfg.gauge_interval)) if cfg.gauge_interval else None
@@ -154,7 +177,7 @@ class _Run:
             if poller is not None:
                 poller.cancel()
         end_ns = clock()
-        after = await self._counters()
+        after = await self._counters() if self.part is None else {}
         return RunResult(
             records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
             counters_before=before, counters_after=after, config=cfg,
@@ -165,11 +188,12 @@ class _Run:
     async def _closed_loop(self, workers: int) -> None:
         next_i = 0
         n = self.n
+        order = self.part.indices if self.part is not None else range(n)
 
         async def worker() -> None:
             nonlocal next_i
             while next_i < n and self._budget_left():
-                i = next_i
+                i = order[next_i]
                 next_i += 1
                 await self.turns.wait(i)
                 await self._one(i, clock())
@@ -178,10 +202,15 @@ class _Run:
 
     async def _open_loop(self) -> None:
         cfg = self.config
-        offsets = trace_offsets_ns(self.requests, cfg) if cfg.mode == "trace" else send_offsets_ns(cfg)
-        assert offsets is not None
-        if len(offsets) > 1:
-            self.send_gap_s = float(offsets[-1] - offsets[0]) / (len(offsets) - 1) / 1e9
+        if self.part is not None and self.part.offsets_ns is not None:  # a worker's share of the schedule
+            plan = list(zip(self.part.indices, self.part.offsets_ns, strict=True))
+            whole = self.part.offsets_ns
+        else:
+            offsets = trace_offsets_ns(self.requests, cfg) if cfg.mode == "trace" else send_offsets_ns(cfg)
+            assert offsets is not None
+            plan, whole = list(enumerate(offsets.tolist())), offsets.tolist()
+        if len(whole) > 1:
+            self.send_gap_s = float(whole[-1] - whole[0]) / (len(whole) - 1) / 1e9
         cap = self.config.concurrency
         sem = asyncio.Semaphore(cap) if cap else None
         tasks: list[asyncio.Task[RequestRecord]] = []
@@ -195,7 +224,7 @@ class _Run:
             async with sem:
                 return await self._one(i, at)
 
-        for i, off in enumerate(offsets.tolist()):
+        for i, off in plan:
             at = self.start_ns + int(off)
             await _wait_until(at)
             if not self._budget_left():

@@ -41,6 +41,7 @@ class RunState:
     commit: str | None
     inconclusive: str = "fail"
     validity: bool = True  # a run whose client did not keep up makes its timing gates invalid (load/validity.py)
+    workers: int = 1  # client worker processes of a load run (--perfgate-workers, [perfgate] workers)
     verdicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # nodeid -> verdicts
     fallback_tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # nodeid -> result
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -410,7 +411,6 @@ class Perfgate:
 
         c = resolve_confidence(g, self.thresholds, self._confidence)
         from dataclasses import replace
-
         notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
         v = valid(replace(res.verdict, note="; ".join(notes)), g, drawn, on=self._state.validity)
         if self._store is not None:
@@ -470,7 +470,6 @@ def _noted(v: Verdict, note: str) -> Verdict:
     if not note:
         return v
     from dataclasses import replace
-
     return replace(v, note="; ".join(x for x in (v.note, note) if x))
 
 

@@ -13,10 +13,10 @@ short stalls to rare long ones. Each case runs through the real detector (``Clie
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-
-from pathlib import Path
 
 from pytest_perfgate.config.load import parse_thresholds
 from pytest_perfgate.config.model import Gate

@@ -32,13 +32,12 @@ def test_ttft(perfgate):
     perfgate.check(run(float(os.environ.get("LAG_MS", "0.2"))))
 """
 
+THRESHOLDS = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "plugin.toml").read_text()
 FIGURE = "loop lag P99 40 ms > 7.5 ms allowed for ttft p99 at 150 ms"
 
 
 @pytest.fixture
 def starved(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    from conftest import THRESHOLDS
-
     pytester.makefile(".toml", thresholds=THRESHOLDS)
     pytester.makepyfile(test_gates=TESTS)
     monkeypatch.setenv("LAG_MS", "40")
