@@ -88,6 +88,10 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
         value = getattr(r, f.name)
         if f.name == "config":
             value = value.to_dict() if value is not None else None
+        elif f.name == "health":  # the client's health (load/health.py): validity is re-evaluable
+            value = value.to_dict() if value is not None else None
+        elif f.name == "worker_health":
+            value = [h.to_dict() for h in value]
         line[f.name] = value
     return line
 
@@ -225,6 +229,7 @@ def load(path: Path) -> Stored:
             kw = {k: v for k, v in obj.items() if k in known}
             cfg = kw.get("config")
             kw["config"] = LoadConfig(**cfg) if cfg else None
+            kw.update(_health(kw))
             runs[int(obj["run"])] = RunResult(records=[], **kw)
         elif kind == "request":
             runs[int(obj["run"])].records.append(RequestRecord(**{k: v for k, v in obj.items() if k in fields}))
@@ -235,6 +240,15 @@ def load(path: Path) -> Stored:
     if not parts:
         raise StoreError(f"{path}: no data part (file truncated?)")
     return Stored(path, header, [runs[i] for i in sorted(runs)], [parts[i] for i in sorted(parts)])
+
+
+def _health(kw: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored run's client health, typed again (load/health.py)."""
+    from ..load.health import ClientHealth
+
+    h, ws = kw.get("health"), kw.get("worker_health")
+    return {"health": ClientHealth.from_dict(h) if isinstance(h, Mapping) else None,
+            "worker_health": [ClientHealth.from_dict(w) for w in ws if isinstance(w, Mapping)] if isinstance(ws, list) else []}
 
 
 def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]) -> Any:
@@ -269,10 +283,13 @@ def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]
 
 def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,
                confidence: float | None = None) -> Verdict:
-    """Evaluate ``gate`` on stored data at the confidence the live verdict used (or ``confidence``)."""
+    """Evaluate ``gate`` on stored data at the confidence the live verdict used (or ``confidence``);
+    invalid when the stored run's client did not keep up (load/validity.py), as live."""
+    from ..load.validity import apply
     from ..verdicts.verdict import evaluate
 
-    return evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
+    v = evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
+    return apply(v, gate, stored.data, on=thresholds.settings.validity if thresholds is not None else True)
 
 
 def same_verdict(a: Mapping[str, Any] | Verdict | VerdictRecord, b: Mapping[str, Any] | Verdict | VerdictRecord) -> bool:

@@ -44,7 +44,7 @@ def starved(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     return pytester
 
 
-def test_invalid_everywhere_an_outcome_is(starved: pytest.Pytester) -> None:
+def test_invalid_everywhere_an_outcome_is(starved: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     junitparser = pytest.importorskip("junitparser")
     res = starved.runpytest("-m", "phase1", "-p", "no:cacheprovider")
     assert res.ret == 1
@@ -68,6 +68,12 @@ def test_invalid_everywhere_an_outcome_is(starved: pytest.Pytester) -> None:
     assert v["outcome"] == "invalid" and v["details"]["client_loop_lag_p99_s"] == pytest.approx(0.04)
     with sqlite3.connect(results / "history.sqlite") as db:
         assert db.execute("SELECT outcome FROM verdicts WHERE gate = 'long_context_ttft'").fetchall() == [("invalid",)]
+    from pytest_perfgate.cli import main  # the stored data re-evaluates to the same invalid verdict
+
+    capsys.readouterr()
+    assert main(["evaluate", "latest", "long_context_ttft", "--results", str(results)]) == 1
+    said = capsys.readouterr().out
+    assert "INVALID" in said and "same verdict as the live run" in said
 
 
 def test_no_validity_shows_the_raw_verdict(starved: pytest.Pytester) -> None:
