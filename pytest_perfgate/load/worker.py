@@ -105,7 +105,8 @@ def main() -> int:
         engine.stop()
     finally:
         out.close()
-    return 0
+        sys.stderr.flush()
+        os._exit(0)  # not a normal shutdown: the stdin watcher (a daemon thread) holds stdin's lock
 
 
 if __name__ == "__main__":

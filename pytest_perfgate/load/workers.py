@@ -200,6 +200,8 @@ def _collect(workers: list[_Worker], parts: list[tuple[Part, LoadConfig]], inbox
     n = sum(len(p.indices) for p, _ in parts)
     while open_:
         k, msg = inbox.get()
+        if k not in open_:  # the EOF after a worker's "done"
+            continue
         if msg is not None and msg[0] == "rec":
             done.append(msg[1])
             received.add(msg[1].index)
