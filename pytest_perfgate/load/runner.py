@@ -173,7 +173,7 @@ class _Run:
             else:
                 await self._closed_loop(cfg.in_flight or 1)
         finally:
-            health = probe.stop(self.send_lags, self.send_gap_s)
+            health = probe.stop(self.send_lags, self.send_gap_s, [c for r in self.done for c in r.chunk_ns])
             if poller is not None:
                 poller.cancel()
         end_ns = clock()

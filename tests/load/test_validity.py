@@ -173,3 +173,20 @@ def test_a_starved_client_is_invalid_and_a_healthy_one_is_not(server_url: str, g
     assert v.outcome == "invalid" and "loop lag P99" in v.note and "100 ms allowed for ttft p99 at 2 s" in v.note
     assert healthy.health.probes > 0 and apply(evaluate(g, healthy), g, healthy).outcome != "invalid"
     assert replace(healthy.health, workers=1).sends == 30  # the open loop measured every send's lateness
+
+
+def test_the_lag_is_also_weighed_over_the_runs_events() -> None:
+    """Chunks cluster where the loop is busiest (a burst of streams opening at once): a stall that is
+    1 probe in 100 over time but holds most of the run's chunks sets the lag P99."""
+    from pytest_perfgate.load.health import event_weighted
+
+    read = [k * 5_000_000 for k in range(100)]
+    lags = [100_000] * 100
+    lags[50] = 30_000_000
+    burst = [read[50] - 1000 * j for j in range(1, 1000)]  # read during the stall, before its probe
+    calm = [read[k] - 10 for k in range(100)]
+    assert event_weighted(read, lags, calm) == pytest.approx(0.0001)
+    assert event_weighted(read, lags, calm + burst) == pytest.approx(0.03)
+    h = ClientHealth.of(lags, [], 0.1, 0.5, over_events=event_weighted(read, lags, calm + burst))
+    assert h.loop_lag_p99 == pytest.approx(0.03) and h.loop_lag_p50 == pytest.approx(0.0001)
+    assert ClientHealth.of(lags, [], 0.1, 0.5).loop_lag_p99 == pytest.approx(0.0001)  # over time alone
