@@ -50,7 +50,7 @@ def run_load(
     if config.workers > 1:  # worker processes (load/workers.py), else this process's event loop
         from .workers import run_workers
 
-        result = run_workers(engine, requests, config, progress, stop, warm)
+        result = run_workers(engine, requests, config, progress, stop, _Run(engine, requests, config, progress, None, warm))
     else:
         result = run_sync(_Run(engine, requests, config, progress, stop, warm).run())
     result.engine_info = info

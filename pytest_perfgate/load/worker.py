@@ -1,6 +1,6 @@
 """One client worker process (``python -m pytest_perfgate.load.worker``), started by :mod:`.workers`.
 
-Protocol, length-prefixed pickles (:func:`send` / :func:`receive`): the coordinator writes the job
+Protocol, length-prefixed pickles (load/frames.py): the coordinator writes the job
 on stdin (engine spec, requests, config, the worker's indices and offsets); the worker starts its
 engine and answers ``("ready",)``; the coordinator writes the common start (``("start", ns)``);
 the worker streams ``("rec", RequestRecord)`` as each request finishes and ends with ``("done",
@@ -14,30 +14,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
 import signal
-import struct
 import sys
 import threading
-from typing import IO, Any
+from typing import Any
 
-_HEAD = struct.Struct("<I")
-
-
-def send(out: IO[bytes], msg: Any) -> None:
-    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-    out.write(_HEAD.pack(len(data)) + data)
-    out.flush()
-
-
-def receive(inp: IO[bytes]) -> Any:
-    """The next message, None at EOF."""
-    head = inp.read(_HEAD.size)
-    if len(head) < _HEAD.size:
-        return None
-    n = _HEAD.unpack(head)[0]
-    data = inp.read(n)
-    return pickle.loads(data) if len(data) == n else None
+from .frames import receive, send
 
 
 def _die_with_parent(parent: int) -> None:
@@ -58,7 +40,7 @@ def main() -> int:
         return 3
     _die_with_parent(job["parent"])
     from ..contract import LOOP, run_sync
-    from .runner import _Run
+    from .runner import Part, _Run
 
     try:
         path, name, args, state = job["engine"]
@@ -75,7 +57,7 @@ def main() -> int:
     start = receive(inp)
     if start is None:
         os._exit(3)
-    part = job["part"].__class__(job["part"].indices, job["part"].offsets_ns, start[1])
+    part = Part(job["part"][0], job["part"][1], start[1])
     run = _Run(engine, job["requests"], job["config"], None, None, (), part)
     lock = threading.Lock()
 

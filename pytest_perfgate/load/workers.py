@@ -33,18 +33,32 @@ import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .frames import receive, send
 from .health import ClientHealth
 from .replay import trace_offsets_ns
 from .result import RunResult
-from .runner import Part, Progress, Stop, _Run
 from .schedule import LoadConfig, LoadConfigError, send_offsets_ns
-from .worker import receive, send
+
+Progress = Callable[[int, int, float], None]
+Stop = Callable[[RunResult], bool]
+Share = tuple[tuple[int, ...], tuple[int, ...] | None]  # a worker's request indices and their send offsets
+
+
+class Home(Protocol):
+    """The session's own run (load/runner.py's): its warm-up, counters and warm-up records."""
+
+    records: list[RequestRecord]
+    requests: Sequence[Request]
+
+    async def warm_up(self) -> None: ...
+
+    async def _counters(self) -> dict[str, float]: ...
 
 WORKER_ENV = "PERFGATE_CLIENT_WORKER_OF"  # a worker's environment names its session's pid
 READY_TIMEOUT_S = 120.0  # a worker that never says ready (an import that hangs): the run fails
@@ -86,8 +100,8 @@ def assign(requests: Sequence[Request], n: int, workers: int) -> list[list[int]]
     return out
 
 
-def plan(requests: Sequence[Request], config: LoadConfig) -> list[tuple[Part, LoadConfig]]:
-    """Each worker's part (indices, global send offsets; anchor 0 until the start) and config."""
+def plan(requests: Sequence[Request], config: LoadConfig) -> list[tuple[Share, LoadConfig]]:
+    """Each worker's share (indices, their global send offsets) and config."""
     n = config.num_requests if config.num_requests is not None else len(requests)
     w = min(config.workers, n, config.concurrency or n)
     offsets = None
@@ -100,7 +114,7 @@ def plan(requests: Sequence[Request], config: LoadConfig) -> list[tuple[Part, Lo
             continue
         share = None if config.concurrency is None else config.concurrency // w + (k < config.concurrency % w)
         cfg = replace(config, workers=1, warmup=0, concurrency=share, num_requests=len(idx), gauge_interval=None)
-        out.append((Part(tuple(idx), tuple(int(offsets[i]) for i in idx) if offsets is not None else None, 0), cfg))
+        out.append(((tuple(idx), tuple(int(offsets[i]) for i in idx) if offsets is not None else None), cfg))
     return out
 
 
@@ -155,14 +169,14 @@ class _Worker:
 
 
 def run_workers(engine: Engine, requests: Sequence[Request], config: LoadConfig, progress: Progress | None,
-                stop: Stop | None, warmup: Sequence[Request]) -> RunResult:
-    """:func:`~pytest_perfgate.load.runner.run_load` over ``config.workers`` processes (module doc)."""
+                stop: Stop | None, home: Home) -> RunResult:
+    """:func:`~pytest_perfgate.load.runner.run_load` over ``config.workers`` processes (module doc);
+    ``home``: the session's own run, for the warm-up and the counters."""
     spec = getattr(engine, "worker_spec", None)
     if not callable(spec):
         raise LoadConfigError(f"workers = {config.workers}: engine {engine.name!r} (kind {engine.kind}) runs in "
                               "this process only (client workers rebuild a client-side engine: kind openai)")
     parts = plan(requests, config)
-    home = _Run(engine, requests, config, progress, None, warmup)
     run_sync(home.warm_up())
     before = run_sync(home._counters())
     inbox: queue.Queue[tuple[int, Any]] = queue.Queue()
@@ -178,8 +192,8 @@ def run_workers(engine: Engine, requests: Sequence[Request], config: LoadConfig,
             w.end()
 
 
-def _collect(workers: list[_Worker], parts: list[tuple[Part, LoadConfig]], inbox: queue.Queue[tuple[int, Any]],
-             home: _Run, config: LoadConfig, progress: Progress | None, stop: Stop | None,
+def _collect(workers: list[_Worker], parts: list[tuple[Share, LoadConfig]], inbox: queue.Queue[tuple[int, Any]],
+             home: Home, config: LoadConfig, progress: Progress | None, stop: Stop | None,
              before: dict[str, float]) -> RunResult:
     failed: dict[int, str] = {}
     ready: set[int] = set()
@@ -197,7 +211,7 @@ def _collect(workers: list[_Worker], parts: list[tuple[Part, LoadConfig]], inbox
     received: set[int] = set()
     stopped = False
     open_ = set(ready)
-    n = sum(len(p.indices) for p, _ in parts)
+    n = sum(len(p[0]) for p, _ in parts)
     while open_:
         k, msg = inbox.get()
         if k not in open_:  # the EOF after a worker's "done"
@@ -229,12 +243,12 @@ def _collect(workers: list[_Worker], parts: list[tuple[Part, LoadConfig]], inbox
     )
 
 
-def _lost(parts: list[tuple[Part, LoadConfig]], failed: dict[int, str], received: set[int],
+def _lost(parts: list[tuple[Share, LoadConfig]], failed: dict[int, str], received: set[int],
           requests: Sequence[Request]) -> list[RequestRecord]:
     """Failed records for the requests of the workers that died (or never started), with the cause."""
     out = []
     for k, cause in failed.items():
-        for i in parts[k][0].indices:
+        for i in parts[k][0][0]:
             if i not in received:
                 out.append(RequestRecord(index=i, tag=requests[i % len(requests)].tag,
                                          error=f"client worker {k} failed: {cause}"))
