@@ -91,3 +91,14 @@ def test_no_validity_shows_the_raw_verdict(starved: pytest.Pytester) -> None:
 def test_a_client_that_kept_up_decides_as_before(starved: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAG_MS", "0.2")
     starved.runpytest("-m", "phase1", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_bad_workers_setting_is_one_line(starved: pytest.Pytester) -> None:
+    res = starved.runpytest("-p", "no:cacheprovider", "--perfgate-workers", "many")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(['*perfgate: --perfgate-workers many: workers must be a positive integer or "auto"*'])
+    toml = starved.path / "thresholds.toml"
+    toml.write_text(toml.read_text().replace("[perfgate]", "[perfgate]\nworkers = 0", 1))
+    res = starved.runpytest("-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*thresholds.toml: [[]perfgate[]] workers: must be a positive integer*"])
