@@ -5,8 +5,9 @@ The rule (docs/client.md): every timestamp the client takes is late by the loop 
 sends are late by its send lag. A timing gate (a per-request time: TTFT, ITL, TPOT, E2E, queue
 time; or a goodput gate's SLO limits) tolerates a client error of :data:`ALLOWED_FRACTION` of its
 threshold (5%: 7.5 ms for a 150 ms TTFT P99 gate, 1 ms for a 20 ms ITL P99 gate). The run is
-invalid for that gate when the loop lag's P99 exceeds it, or the send lag's P99 exceeds it and 5% of
-the schedule's mean gap (:func:`send_allowance`): **invalid is raised
+invalid for that gate when the loop lag's P99 exceeds it (except for a pass of a max gate on TTFT or
+E2E, which a late read only lengthens: :data:`LONGER_ONLY`), or the send lag's P99 exceeds it and 5%
+of the schedule's mean gap (:func:`send_allowance`): **invalid is raised
 before the client's error reaches 10% of the threshold** (the 2x margin covers the P99 of a few
 hundred probes reading low: tests/load/test_validity_sim.py measures the false-invalid and miss
 rates). Rates, counters and comparison gates are not judged (their client error is not a time).
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from ..verdicts.verdict import Verdict
 
 ALLOWED_FRACTION = 0.05  # client error a timing gate tolerates, as a fraction of its threshold
+# a late read only lengthens these (the send is stamped at the socket write, the chunk at its read):
+# a pass against a max stands whatever the loop lag (a late send still distorts the load: send lag)
+LONGER_ONLY = frozenset({"ttft", "e2e"})
 TARGET_CPU_SHARE = 0.5  # the loop CPU share per worker the suggested worker count aims at
 INVALID = "invalid"
 
@@ -88,14 +92,22 @@ def send_allowance(limit: float, h: ClientHealth) -> float:
     return max(limit, ALLOWED_FRACTION * h.send_gap) if math.isfinite(h.send_gap) else limit
 
 
-def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1) -> str | None:
+def _lag_cannot_flip(gate: Gate, outcome: str) -> bool:
+    """A pass of a max gate on a time the client's lag only lengthens (TTFT, E2E)."""
+    m = lookup(gate.metric)
+    return outcome == "pass" and gate.direction == "max" and not gate.slo and m is not None and m.name in LONGER_ONLY
+
+
+def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = "") -> str | None:
     """``loop lag P99 4.2 ms > 1.5 ms allowed for ttft p99 at 150 ms (5% of it): set workers = 4``,
-    None when the client kept up at this gate's resolution."""
+    None when the client kept up at this gate's resolution (``outcome``: the raw verdict's; the loop
+    lag does not judge a pass it could only have made harder, :data:`LONGER_ONLY`)."""
     allowed = allowed_error(gate)
     if allowed is None:
         return None
     limit, what = allowed
-    over = [(f"loop lag P99 {_ms(h.loop_lag_p99)}", h.loop_lag_p99, limit),
+    loop_lag = math.nan if _lag_cannot_flip(gate, outcome) else h.loop_lag_p99
+    over = [(f"loop lag P99 {_ms(h.loop_lag_p99)}", loop_lag, limit),
             (f"send lag P99 {_ms(h.send_lag_p99)}", h.send_lag_p99, send_allowance(limit, h))]
     over = [(name, x, lim) for name, x, lim in over if math.isfinite(x) and x > lim]
     if not over:
@@ -124,7 +136,7 @@ def apply(v: Verdict, gate: Gate, data: Any, *, on: bool = True) -> Verdict:
     h = health_of(data)
     if h is None:
         return v
-    cause = invalid_cause(gate, h, _workers_of(data))
+    cause = invalid_cause(gate, h, _workers_of(data), v.outcome)
     if cause is None:
         return v
     allowed = allowed_error(gate)
