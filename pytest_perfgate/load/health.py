@@ -27,12 +27,59 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..contract import clock
 
 PROBE_INTERVAL_S = 0.005  # 200 probes a second: a 10 s run has 2,000 (its P99 rests on 20)
+
+
+Hist = tuple[tuple[int, int], ...]  # (bin, count), bins 32 a decade from 1 us (load/health.py: _bin)
+
+
+def _bin(ns: float) -> int:
+    return 0 if ns < 1000 else 1 + int(32 * math.log10(ns / 1000))
+
+
+def hist(values_ns: list[int], weights: list[int] | None = None) -> Hist:
+    """A sparse histogram of lags (32 bins a decade: 7% wide), what pools across runs exactly."""
+    out: dict[int, int] = {}
+    for i, x in enumerate(values_ns):
+        b = _bin(x)
+        out[b] = out.get(b, 0) + (weights[i] if weights is not None else 1)
+    return tuple(sorted((b, c) for b, c in out.items() if c))
+
+
+def hist_quantile(h: Hist, q: float) -> float:
+    """The ``q`` quantile of a pooled histogram, in seconds: its bin's upper edge (never low)."""
+    total = sum(c for _, c in h)
+    if not total:
+        return math.nan
+    need, cum = max(1, math.ceil(q * total)), 0
+    for b, c in h:
+        cum += c
+        if cum >= need:
+            return 1e-6 * 10 ** (b / 32)
+    return math.nan
+
+
+def _pooled(hists: list[Hist]) -> Hist:
+    out: dict[int, int] = {}
+    for h in hists:
+        for b, c in h:
+            out[b] = out.get(b, 0) + c
+    return tuple(sorted(out.items()))
+
+
+def event_weights(read_ns: list[int], events_ns: list[int]) -> list[int]:
+    """How many of the run's events each probe stands for: those read since the probe before it."""
+    if not read_ns or not events_ns:
+        return []
+    import numpy as np
+
+    idx = np.minimum(np.searchsorted(np.asarray(read_ns), np.asarray(events_ns)), len(read_ns) - 1)
+    return [int(x) for x in np.bincount(idx, minlength=len(read_ns))]
 
 
 def event_weighted(read_ns: list[int], lags_ns: list[int], events_ns: list[int], q: float = 0.99) -> float:
@@ -75,26 +122,41 @@ class ClientHealth:
     wall_s: float = 0.0
     workers: int = 1
     send_gap: float = math.nan  # the schedule's mean gap between sends (open loops)
+    # sparse histograms that pool across runs (sequential sampling's one-request draws) and workers:
+    # loop lags over time, over the run's events, send lags
+    lag_hist: Hist = ()
+    event_hist: Hist = ()
+    send_hist: Hist = ()
 
     @classmethod
     def of(cls, loop_lags_ns: list[int], send_lags_ns: list[int], cpu_s: float, wall_s: float,
-           send_gap_s: float = math.nan, over_events: float = math.nan) -> ClientHealth:
-        """``over_events``: the lag P99 over the run's events (:func:`event_weighted`); the loop lag
-        P99 is the larger of it and the P99 over time."""
+           send_gap_s: float = math.nan, over_events: float = math.nan, weights: list[int] | None = None) -> ClientHealth:
+        """``over_events``: the lag P99 over the run's events (:func:`event_weighted`; ``weights``:
+        :func:`event_weights`); the loop lag P99 is the larger of it and the P99 over time."""
         p99 = _quantile(loop_lags_ns, 0.99)
         if not math.isnan(over_events) and not math.isnan(p99):
             p99 = max(p99, over_events)
         return cls(_quantile(loop_lags_ns, 0.5), p99,
                    max(loop_lags_ns) / 1e9 if loop_lags_ns else math.nan, len(loop_lags_ns),
                    _quantile(send_lags_ns, 0.99), max(send_lags_ns) / 1e9 if send_lags_ns else math.nan,
-                   len(send_lags_ns), cpu_s / wall_s if wall_s > 0 else math.nan, wall_s, 1, send_gap_s)
+                   len(send_lags_ns), cpu_s / wall_s if wall_s > 0 else math.nan, wall_s, 1, send_gap_s,
+                   hist(loop_lags_ns), hist(loop_lags_ns, weights) if weights else (), hist(send_lags_ns))
 
     @classmethod
     def worst(cls, parts: Iterable[ClientHealth]) -> ClientHealth:
-        """Several workers' health as one: the worst of each figure (a gate's samples come from all)."""
+        """Several runs' or workers' health as one (a gate's samples come from all): the P50 / P99
+        of their pooled histograms (a bin's upper edge, never low) when every part has them, else
+        the worst of each figure; the max, CPU share and gap the worst."""
         ps = list(parts)
         if not ps:
             return cls()
+        if len(ps) > 1 and any(p.lag_hist for p in ps) and all(p.lag_hist or not p.probes for p in ps):
+            lag, ev, sends = (_pooled([getattr(p, k) for p in ps]) for k in ("lag_hist", "event_hist", "send_hist"))
+            p99 = max((x for x in (hist_quantile(lag, 0.99), hist_quantile(ev, 0.99)) if not math.isnan(x)),
+                      default=math.nan)
+            one = cls.worst([replace(p, lag_hist=()) for p in ps])
+            return replace(one, loop_lag_p50=hist_quantile(lag, 0.5), loop_lag_p99=p99,
+                           send_lag_p99=hist_quantile(sends, 0.99), lag_hist=lag, event_hist=ev, send_hist=sends)
 
         def w(key: str) -> float:
             xs = [getattr(p, key) for p in ps if not math.isnan(getattr(p, key))]
@@ -102,10 +164,14 @@ class ClientHealth:
 
         return cls(w("loop_lag_p50"), w("loop_lag_p99"), w("loop_lag_max"), sum(p.probes for p in ps),
                    w("send_lag_p99"), w("send_lag_max"), sum(p.sends for p in ps), w("cpu_share"),
-                   max(p.wall_s for p in ps), sum(p.workers for p in ps), w("send_gap"))
+                   max(p.wall_s for p in ps), max(p.workers for p in ps), w("send_gap"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(self).items()}
+        out: dict[str, Any] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                               for k, v in asdict(self).items()}
+        for k in ("lag_hist", "event_hist", "send_hist"):
+            out[k] = [list(x) for x in getattr(self, k)]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClientHealth:
@@ -113,10 +179,17 @@ class ClientHealth:
             x = d.get(k)
             return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
 
+        def hist_of(k: str) -> Hist:
+            raw = d.get(k)
+            if not isinstance(raw, list):
+                return ()
+            return tuple((int(x[0]), int(x[1])) for x in raw if isinstance(x, (list, tuple)) and len(x) == 2
+                         and all(isinstance(y, int) and not isinstance(y, bool) for y in x))
+
         return cls(num("loop_lag_p50"), num("loop_lag_p99"), num("loop_lag_max"), int(num("probes") if d.get("probes") else 0),
                    num("send_lag_p99"), num("send_lag_max"), int(num("sends") if d.get("sends") else 0),
                    num("cpu_share"), num("wall_s") if d.get("wall_s") else 0.0, int(num("workers")) if d.get("workers") else 1,
-                   num("send_gap"))
+                   num("send_gap"), hist_of("lag_hist"), hist_of("event_hist"), hist_of("send_hist"))
 
     def text(self) -> str:
         """``loop lag P50/P99/max 0.08/0.4/2.1 ms (2,000 probes), send lag P99 0.1 ms, CPU 35%``."""
@@ -195,4 +268,5 @@ class LoopProbe:
         if self._w is not None:
             self._w.close()
         over = event_weighted(self.read_ns, self.lags_ns, events_ns or [])
-        return ClientHealth.of(self.lags_ns, send_lags_ns, cpu, wall, send_gap_s, over)
+        weights = event_weights(self.read_ns, events_ns or [])
+        return ClientHealth.of(self.lags_ns, send_lags_ns, cpu, wall, send_gap_s, over, weights)

@@ -238,7 +238,8 @@ def _collect(workers: list[_Worker], parts: list[tuple[Share, LoadConfig]], inbo
     return RunResult(
         records=sorted(records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
         counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
-        stopped_early=stopped, health=ClientHealth.worst(per_worker) if per_worker else None,
+        stopped_early=stopped,
+        health=replace(ClientHealth.worst(per_worker), workers=len(per_worker)) if per_worker else None,
         worker_health=per_worker,
     )
 

@@ -196,3 +196,19 @@ def test_the_lag_is_also_weighed_over_the_runs_events() -> None:
     h = ClientHealth.of(lags, [], 0.1, 0.5, over_events=event_weighted(read, lags, calm + burst))
     assert h.loop_lag_p99 == pytest.approx(0.03) and h.loop_lag_p50 == pytest.approx(0.0001)
     assert ClientHealth.of(lags, [], 0.1, 0.5).loop_lag_p99 == pytest.approx(0.0001)  # over time alone
+
+
+def test_many_short_runs_pool_their_lags() -> None:
+    """Sequential sampling draws one request per run: their lags pool (histograms, a bin's upper
+    edge), so one 10 ms stall among 1,000 probes is no P99, as it would be if each run's P99 (its
+    max, at 50 probes) were taken at its worst."""
+    calm = [100_000] * 50
+    draws = [ClientHealth.of(calm[:-1] + [10_000_000] if k == 0 else calm, [], 0.01, 0.25) for k in range(20)]
+    assert draws[0].loop_lag_p99 == pytest.approx(0.01)  # alone: its max
+    pooled = ClientHealth.worst(draws)
+    assert pooled.loop_lag_p99 == pytest.approx(0.0001, rel=0.08) and pooled.probes == 1000
+    assert pooled.loop_lag_max == pytest.approx(0.01) and pooled.workers == 1
+    back = ClientHealth.from_dict(pooled.to_dict())
+    assert back == pooled
+    stalled = [ClientHealth.of(calm[:-2] + [10_000_000] * 2, [], 0.01, 0.25) for _ in range(20)]  # 4% stalled
+    assert ClientHealth.worst(stalled).loop_lag_p99 == pytest.approx(0.01, rel=0.08)
