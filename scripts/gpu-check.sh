@@ -72,7 +72,8 @@ esac
 NCCL=(); [ "$DRY" = 1 ] && NCCL=(--cpu)
 PATHS=(); [ "$DRY" = 1 ] && PATHS=(--cpu)
 
-# --- sections (name, timeout s, GPU only): 60 + 110 + 110 + 130 + 40 + 50 = 500 s at most ---
+# --- sections (name, timeout s, GPU only): 60 + 110 + 110 + 130 + 40 + 50 = 500 s at most, then the client scale
+# section (40 s) when 60 s are left ---
 section "preflight: every [engines.*] and fallback variant built with vLLM (exit 4: vLLM refuses one)" 60 0 \
   "$PY" -m pytest_perfgate.cli check "${PERFGATE_THRESHOLDS:-thresholds.toml}" --preflight-json "$OUT/preflight.json"
 section "memory: probe, allocator sweep, max safe batch, both fragmentation definitions" 110 1 \
@@ -85,6 +86,16 @@ section "phase2: dtype paths (fp16 tower -> fp32 projector, torchao FP8 of the f
   "$PY" -m pytest_perfgate.vision.gpu_paths "${PATHS[@]}"
 section "floors: measured GEMM peaks and copy bandwidth vs the known-accelerator table" 50 1 \
   "$PY" -m pytest_perfgate.roofline.gpu_check
+
+# client scale (issue 34): informational, never a defect of this script: run only with 60 s of budget
+# left, its own 35-s timeout inside the section's 40 s, a failure said in the report and swallowed;
+# the 16-core host shows what client workers buy past the 2 cores of the development machine
+if [ $(( BUDGET_S - ($(date +%s) - START) )) -ge 60 ]; then
+  section "client scale: events/s and timestamp error vs streams, workers 1/4/8/auto (scripted server)" 40 0 \
+    bash -c 'timeout 35 "$0" benchmarks/bench_scale.py --streams 1024,4096 --workers 1,4,8,auto || echo "   (scale benchmark did not finish: rc $?, informational)"' "$PY"
+else
+  echo "== client scale: skipped (less than 60 s of the budget left)" | tee -a "$REPORT"
+fi
 
 "$PY" - "$ROWS" "$OUT/gpu-check.json" "$DEVICE" "$DRY" "$(( $(date +%s) - START ))" <<'EOF'
 import json, sys

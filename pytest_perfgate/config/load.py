@@ -13,7 +13,7 @@ from .gate import parse_gate
 from .model import ConfigError, EngineSpec, Fallback, Gate, Phase, Settings, Thresholds
 
 _TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params", "hardware", "models"}
-_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate"}
+_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate", "validity", "workers"}
 _PHASE_KEYS = {"title", "depends_on", "description"}
 _FALLBACK_KEYS = {"title", "cost", "doc", "description"}
 MAX_DEPTH = 32  # arrays / tables nested deeper than this are refused (a real roadmap nests 3 or 4)
@@ -99,7 +99,18 @@ def _settings(c: Checker, st: Mapping[str, Any], confidence: float | None) -> Se
         raise c.err("perfgate", "inconclusive", f"must be \"fail\" or \"warn\", got {inconclusive!r}")
     if confidence is not None:
         level = c.confidence(confidence, "perfgate", "confidence (--perfgate-confidence)")
-    return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate)
+    validity = c.flag(st, "validity", "perfgate") if "validity" in st else True
+    return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate, validity, _workers(c, st))
+
+
+def _workers(c: Checker, st: Mapping[str, Any]) -> int | str:
+    """[perfgate] workers: a positive integer or "auto" (usable cores - 1, at least 1)."""
+    w = st.get("workers", 1)
+    if w == "auto":
+        return "auto"
+    if isinstance(w, int) and not isinstance(w, bool) and w >= 1:
+        return int(w)
+    raise c.err("perfgate", "workers", f'must be a positive integer or "auto", got {w!r}')
 
 
 def _check_phases(c: Checker, phases: Mapping[str, Phase]) -> None:

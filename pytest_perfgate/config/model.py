@@ -29,6 +29,8 @@ class Settings:
     max_samples: int = 10_000
     max_seconds: float = 600.0
     max_error_rate: float = 0.0  # failed requests a run may have before its gates error out
+    validity: bool = True  # a run whose client did not keep up makes its timing gates invalid (load/validity.py)
+    workers: int | str = 1  # client worker processes of a load run: N or "auto" (load/workers.py)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from .schedule import LoadConfig
 
 if TYPE_CHECKING:
     from ..config import Gate
+    from .health import ClientHealth
     from .kv import KVPressure
 
 _DISTRIBUTIONS = metric_names.from_source(metric_names.RECORDS)  # per-request samples: ttft, tpot, ... decode_rate
@@ -95,6 +96,8 @@ class RunResult:
     stopped_early: bool = False
     # sequential runs: a counter snapshot after each measured request, in order (per-request clusters)
     request_counters: list[dict[str, float]] = field(default_factory=list)
+    health: ClientHealth | None = None  # did the client keep up (load/health.py, load/validity.py)
+    worker_health: list[ClientHealth] = field(default_factory=list)  # per client worker (load/workers.py)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -301,12 +304,17 @@ class RunResult:
             "kv_pressure": self.kv_pressure().to_dict(),
             "summary": self.summary(),
             "records": [dataclasses.asdict(r) for r in self.records],
+            "client": self.health.to_dict() if self.health is not None else None,
+            "client_workers": [h.to_dict() for h in self.worker_health],
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
         """Inverse of :meth:`to_dict` (summary and errors are recomputed)."""
+        from .health import ClientHealth
+
         cfg = data.get("config")
+        client = data.get("client")
         return cls(
             records=[RequestRecord(**r) for r in data.get("records", [])],
             counters_before=dict(data.get("counters_before", {})),
@@ -318,6 +326,8 @@ class RunResult:
             slos=dict(data.get("slos", {})),
             stopped_early=bool(data.get("stopped_early", False)),
             request_counters=[dict(c) for c in data.get("request_counters", [])],
+            health=ClientHealth.from_dict(client) if isinstance(client, Mapping) else None,
+            worker_health=[ClientHealth.from_dict(h) for h in data.get("client_workers") or [] if isinstance(h, Mapping)],
         )
 
 

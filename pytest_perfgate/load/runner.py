@@ -14,9 +14,12 @@ on the engine loop, so keep it cheap.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .health import LoopProbe
 from .prompts import warmup_prompts
 from .replay import Turns, trace_offsets_ns
 from .result import RunResult
@@ -45,19 +48,36 @@ def run_load(
     config = config.sized(len(requests))
     warm = list(warmup) if warmup else warmup_prompts(requests, config.warmup)
     info = engine.info()
-    result = run_sync(_Run(engine, requests, config, progress, stop, warm).run())
+    if config.workers > 1:  # worker processes (load/workers.py), else this process's event loop
+        from .workers import run_workers
+
+        result = run_workers(engine, requests, config, progress, stop, _Run(engine, requests, config, progress, None, warm))
+    else:
+        result = run_sync(_Run(engine, requests, config, progress, stop, warm).run())
     result.engine_info = info
     result.slos = dict(slos or {})
     return result
 
 
+@dataclass(frozen=True)
+class Part:
+    """One worker's part of a run (load/workers.py): its request indices, their send offsets (open
+    loops; ns after the common start) and the common start on CLOCK_MONOTONIC."""
+
+    indices: tuple[int, ...]
+    offsets_ns: tuple[int, ...] | None
+    anchor_ns: int
+
+
 class _Run:
     def __init__(
         self, engine: Engine, requests: Sequence[Request], config: LoadConfig,
-        progress: Progress | None, stop: Stop | None, warmup: Sequence[Request] = (),
+        progress: Progress | None, stop: Stop | None, warmup: Sequence[Request] = (), part: Part | None = None,
     ) -> None:
-        self.engine, self.requests, self.config = engine, requests, config
+        self.engine, self.requests, self.config, self.part = engine, requests, config, part
         self.n = config.num_requests if config.num_requests is not None else len(requests)
+        if part is not None:
+            self.n = len(part.indices)
         self.warmup = warmup
         self.progress, self.stop_fn = progress, stop
         self.records: list[RequestRecord] = []
@@ -68,6 +88,8 @@ class _Run:
         self.deadline_ns: int | None = None
         self.gauges: list[dict[str, float]] = []
         self.turns = Turns(requests)  # multi-turn sessions: turn k after turn k - 1 (load/replay.py)
+        self.send_lags: list[int] = []  # open loop: how late each scheduled send was dispatched (load/health.py)
+        self.send_gap_s = math.nan  # open loop: the schedule's mean gap
 
     def _request(self, i: int) -> Request:
         if i < 0:  # warm-up -1, -2, ...: prompts of its own
@@ -125,52 +147,61 @@ class _Run:
             if snap:
                 self.gauges.append(snap)
 
-    async def run(self) -> RunResult:
-        cfg = self.config
-        # warm-up records take indices -1, -2, ...
+    async def warm_up(self) -> None:
+        """The warm-up requests, one at a time; their records take indices -1, -2, ..."""
         warming = getattr(self.progress, "warmup", None)  # progress.progress_printer's warm-up lines
         t_warm = clock()
-        for w in range(cfg.warmup):
+        for w in range(self.config.warmup):
             one = asyncio.ensure_future(self._one(-(w + 1), None, warmup=True))
             try:
                 while not one.done():  # a warm-up request that hangs is not silence: the printer's lines go on
                     if warming is not None:
-                        warming(w, cfg.warmup, (clock() - t_warm) / 1e9)
+                        warming(w, self.config.warmup, (clock() - t_warm) / 1e9)
                     await asyncio.wait({one}, timeout=WARMUP_TICK_S)
             except asyncio.CancelledError:
                 one.cancel()
                 raise
             one.result()
-        before = await self._counters()
-        self.start_ns = clock()
+
+    async def run(self) -> RunResult:
+        cfg = self.config
+        await self.warm_up()
+        before = await self._counters() if self.part is None else {}
+        if self.part is not None:  # a worker: the common start the coordinator chose
+            await _wait_until(self.part.anchor_ns)
+        self.start_ns = self.part.anchor_ns if self.part is not None else clock()
         if cfg.max_seconds is not None:
             self.deadline_ns = self.start_ns + int(cfg.max_seconds * 1e9)
         poller = asyncio.create_task(self._poll_gauges(cfg.gauge_interval)) if cfg.gauge_interval else None
+        probe = LoopProbe()
+        probe.start()
         try:
             if cfg.open_loop:
                 await self._open_loop()
             else:
                 await self._closed_loop(cfg.in_flight or 1)
         finally:
+            health = probe.stop(self.send_lags, self.send_gap_s, [c for r in self.done for c in r.chunk_ns])
             if poller is not None:
                 poller.cancel()
         end_ns = clock()
-        after = await self._counters()
+        after = await self._counters() if self.part is None else {}
         return RunResult(
             records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
             counters_before=before, counters_after=after, config=cfg,
             start_ns=self.start_ns, end_ns=end_ns, gauges=self.gauges, stopped_early=self.stopped,
-            request_counters=self.request_counters,
+            request_counters=self.request_counters, health=health,
         )
 
     async def _closed_loop(self, workers: int) -> None:
         next_i = 0
         n = self.n
+        order = self.part.indices if self.part is not None else range(n)
 
         async def worker() -> None:
             nonlocal next_i
             while next_i < n and self._budget_left():
-                i = next_i
+                i = order[next_i]
                 next_i += 1
                 await self.turns.wait(i)
                 await self._one(i, clock())
@@ -179,8 +210,15 @@ class _Run:
 
     async def _open_loop(self) -> None:
         cfg = self.config
-        offsets = trace_offsets_ns(self.requests, cfg) if cfg.mode == "trace" else send_offsets_ns(cfg)
-        assert offsets is not None
+        if self.part is not None and self.part.offsets_ns is not None:  # a worker's share of the schedule
+            plan = list(zip(self.part.indices, self.part.offsets_ns, strict=True))
+            whole = self.part.offsets_ns
+        else:
+            offsets = trace_offsets_ns(self.requests, cfg) if cfg.mode == "trace" else send_offsets_ns(cfg)
+            assert offsets is not None
+            plan, whole = list(enumerate(offsets.tolist())), offsets.tolist()
+        if len(whole) > 1:
+            self.send_gap_s = float(whole[-1] - whole[0]) / (len(whole) - 1) / 1e9
         cap = self.config.concurrency
         sem = asyncio.Semaphore(cap) if cap else None
         tasks: list[asyncio.Task[RequestRecord]] = []
@@ -194,11 +232,12 @@ class _Run:
             async with sem:
                 return await self._one(i, at)
 
-        for i, off in enumerate(offsets.tolist()):
+        for i, off in plan:
             at = self.start_ns + int(off)
             await _wait_until(at)
             if not self._budget_left():
                 break
+            self.send_lags.append(max(0, clock() - at))
             tasks.append(asyncio.create_task(send(i, at)))
         if tasks:
             await asyncio.gather(*tasks)

@@ -60,6 +60,7 @@ class LoadConfig:
     # recorded as errors (None: until the engine's own per-request timeout)
     drain_seconds: float | None = None
     time_scale: float = 1.0  # mode "trace": send offsets are the trace's arrivals times this factor
+    workers: int = 1  # client worker processes sharing the schedule (load/workers.py); 1: this process
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -85,6 +86,8 @@ class LoadConfig:
             raise LoadConfigError(f"gauge_interval must be > 0, got {self.gauge_interval}")
         if self.drain_seconds is not None and not self.drain_seconds >= 0:
             raise LoadConfigError(f"drain_seconds must be >= 0, got {self.drain_seconds}")
+        if not (isinstance(self.workers, int) and self.workers >= 1):
+            raise LoadConfigError(f"workers must be an integer >= 1, got {self.workers!r} (\"auto\": load.workers.resolve_workers)")
         if self.drain_seconds is not None and self.max_seconds is None:
             raise LoadConfigError("drain_seconds needs max_seconds (the time budget it extends)")
 

@@ -87,6 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if problem:
             raise pytest.UsageError(f"perfgate: --perfgate-out {pc.out_dir}: {problem}")
     st = RunState.start(th, pc.out_dir, inconclusive, config.rootpath)
+    st.validity = th.settings.validity and not config.option.perfgate_no_validity
+    st.workers = _workers(config.option.perfgate_workers, th.settings.workers)
     config.stash[STATE] = st
     config.stash[RUNS] = Runs()
     try:  # data files, history and baseline of this session (store/live.py)
@@ -100,6 +102,17 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_feasibility(config, th)
     if not config.option.collectonly and (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)):
         startup.prewarm(th, *_engine_aliases(config), config.option.markexpr or "", pc.out_dir)  # not on an xdist controller
+
+
+def _workers(option: str | None, setting: int | str) -> int:
+    """Client worker processes of every load run: ``--perfgate-workers``, else ``[perfgate] workers``."""
+    from ..load.schedule import LoadConfigError
+    from ..load.workers import resolve_workers
+
+    try:
+        return resolve_workers(option if option is not None else setting)
+    except LoadConfigError as e:
+        raise pytest.UsageError(f"perfgate: --perfgate-workers {option}: {e}" if option else f"perfgate: [perfgate] {e}") from None
 
 
 def _rank(config: pytest.Config) -> Any:
@@ -290,6 +303,7 @@ def perfgate_engines(request: pytest.FixtureRequest) -> Generator[Engines, None,
     engines = Engines.open(st.thresholds.engines if st else {}, _engine_aliases(request.config)[1],
                            request.config.stash[CONF].out_dir, suspend, _say(request.config),
                            request.config.stash[RUNS] if RUNS in request.config.stash else Runs())
+    engines.workers = st.workers if st else 1  # --perfgate-workers / [perfgate] workers (load/workers.py)
     request.config.stash[ENGINES] = engines
     try:
         yield engines

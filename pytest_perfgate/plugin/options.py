@@ -16,6 +16,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="confidence of every verdict, overrides [perfgate] confidence (e.g. 0.99)")
     group.addoption("--perfgate-inconclusive", choices=("fail", "warn"), default=None,
                     help="what an inconclusive verdict does to its test (default: fail)")
+    group.addoption("--perfgate-no-validity", action="store_true", default=False,
+                    help="keep the raw verdict of a timing gate whose run's client did not keep up (default: "
+                    "invalid, naming the figure; [perfgate] validity = false)")
+    group.addoption("--perfgate-workers", metavar="N|auto", default=None,
+                    help="client worker processes of every load run (default: [perfgate] workers, else 1; "
+                    "auto: usable cores - 1)")
     group.addoption("--perfgate-engine", metavar="NAME|ROLE=NAME", action="append", default=None,
                     help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine); "
                     "ROLE=NAME maps an engine the suite names (e.g. speculative=qwen72b-spec); repeatable")

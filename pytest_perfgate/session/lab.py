@@ -33,6 +33,7 @@ class Engines:
         self._mgr = manager
         self._specs = specs  # the manager's specs: thresholds.toml's engines, then declared variants
         self.runs = runs
+        self.workers = 1  # client worker processes of a run whose config says 1 (load/workers.py)
 
     @classmethod
     def open(cls, specs: Mapping[str, EngineSpec], aliases: Mapping[str, str], out_dir: Path,
@@ -134,6 +135,10 @@ class Engines:
 
         cfg = config if config is not None else LoadConfig()
         eng = self.get(engine)
+        if cfg.workers == 1 and self.workers > 1 and cfg.in_flight != 1 and callable(getattr(eng, "worker_spec", None)):
+            from dataclasses import replace
+
+            cfg = replace(cfg, workers=self.workers)  # the session's setting, for an engine a worker can rebuild
         # token-id prompts get token-id warm-ups of an exact length (the engine's tokenizer), text prompts text
         tok = eng.tokenizer() if cfg.warmup and requests and isinstance(requests[0].prompt, tuple) else None
         warm = warmup_prompts(requests, cfg.warmup, tok) if cfg.warmup else None

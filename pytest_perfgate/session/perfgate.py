@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..config import Gate, Thresholds
 from ..config.looks import FIRST_LOOK
+from ..load.validity import apply as valid  # a run whose client did not keep up: invalid timing gates
 from ..store import decisions
 from ..verdicts.failures import GateFailure, GateInconclusive, PerfgateWarning
 from .runs import Runs
@@ -39,6 +40,8 @@ class RunState:
     run_id: str
     commit: str | None
     inconclusive: str = "fail"
+    validity: bool = True  # a run whose client did not keep up makes its timing gates invalid (load/validity.py)
+    workers: int = 1  # client worker processes of a load run (--perfgate-workers, [perfgate] workers)
     verdicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # nodeid -> verdicts
     fallback_tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # nodeid -> result
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -289,7 +292,7 @@ class Perfgate:
         if bench is not None:  # pytest-benchmark's fixture: its raw per-round timings
             data = samples_of(bench, g.name)
         c = 1 - (1 - self._confidence_of(g)) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
-        v = evaluate(g, data, confidence=c, thresholds=self.thresholds)
+        v = valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data, on=self._state.validity)
         said = note(v) if callable(note) else note
         v = _noted(v, f"{label}: {said}" if label and said else label or said)
         if self._store is not None:
@@ -355,7 +358,7 @@ class Perfgate:
             raise ValueError("check_all: this test has no @pytest.mark.gate(...)")
         order = sorted(self._bound, key=lambda n: bool(self.gate(n).compare))
         verdicts = [self.evaluate(None if self.gate(n).compare else data, n) for n in order]
-        failed = sorted((v for v in verdicts if v.outcome in ("fail", "error")), key=lambda v: v.outcome != "fail")
+        failed = sorted((v for v in verdicts if v.outcome in ("fail", "error", "invalid")), key=lambda v: v.outcome != "fail")
         if failed:
             raise GateFailure(*failed)
         unsure = [v for v in verdicts if v.outcome == "inconclusive"]
@@ -373,7 +376,7 @@ class Perfgate:
             self._say(message)
 
     def raise_for(self, v: Verdict) -> None:
-        if v.outcome in ("fail", "error"):
+        if v.outcome in ("fail", "error", "invalid"):
             raise GateFailure(v)
         if v.outcome == "inconclusive":
             if self._state.inconclusive == "fail":
@@ -416,9 +419,8 @@ class Perfgate:
         )
         c = self._confidence_of(g)
         from dataclasses import replace
-
         notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
-        v = replace(res.verdict, note="; ".join(notes))
+        v = valid(replace(res.verdict, note="; ".join(notes)), g, drawn, on=self._state.validity)
         if self._store is not None:
             v = self._store(v, res.pooled or res.samples, res.per_look_confidence, drawn)
         v = self._floor(v, last[-1] if last else None)
@@ -469,7 +471,6 @@ def _noted(v: Verdict, note: str) -> Verdict:
     if not note:
         return v
     from dataclasses import replace
-
     return replace(v, note="; ".join(x for x in (v.note, note) if x))
 
 

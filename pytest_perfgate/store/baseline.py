@@ -104,13 +104,13 @@ def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
 
 
 def find(ref: BaselineRef, gate: str, exclude_run: str | None = None, *, errors: bool = False) -> dict[str, Any] | None:
-    """The latest stored verdict row of ``gate`` under ``ref`` that has data (not an error, unless
+    """The latest stored verdict row of ``gate`` under ``ref`` that has data (not an error or invalid, unless
     ``errors``: ``perfgate evaluate`` reaches the data of an errored gate too)."""
     if not ref.db.exists():
         return None
     rows = history.verdicts(ref.db, run_id=ref.run_id, gate=gate, commit=ref.commit)
     for row in reversed(rows):
-        if row["run_id"] != exclude_run and row["samples"] and (errors or row["outcome"] != "error"):
+        if row["run_id"] != exclude_run and row["samples"] and (errors or row["outcome"] not in ("error", "invalid")):
             return dict(row)
     return None
 

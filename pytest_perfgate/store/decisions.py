@@ -92,7 +92,7 @@ def phase_outcome(
     """The outcome of a phase from its verdicts:
 
     * "not run": no verdict at all;
-    * "failed": a gate errored, or failed with a triggered plan that was not validated;
+    * "failed": a gate errored or was invalid (its client did not keep up), or failed with a triggered plan that was not validated;
     * "incomplete": a required threshold gate (``required``) has no verdict (deselected, ``-k``,
       interrupted), or only record-only verdicts exist: never "passed";
     * "inconclusive": a threshold gate could not decide;
@@ -102,7 +102,7 @@ def phase_outcome(
     vs = [VerdictRecord.read(v) for v in verdicts]
     if not vs:
         return "not run"
-    if any(v.outcome == "error" for v in vs):
+    if any(v.outcome in ("error", "invalid") for v in vs):  # invalid: the client did not keep up
         return "failed"
     failed = [v for v in vs if v.outcome == "fail"]
     if failed:

@@ -84,7 +84,7 @@ def bencher(verdicts: Iterable[Stored]) -> dict[str, dict[str, dict[str, float]]
         for bench, measure, x, _u, _s in sweep_rows(v):
             out.setdefault(bench, {})[measure] = {"value": x}
         value = _scaled(v, v.observed)
-        if value is None or v.outcome == "error":
+        if value is None or v.outcome in ("error", "invalid"):  # invalid: the client did not keep up
             continue
         m: dict[str, float] = {"value": value}
         lo, hi = _scaled(v, v.lower), _scaled(v, v.upper)
@@ -113,7 +113,7 @@ def github_benchmark(verdicts: Iterable[Stored], *, smaller_is_better: bool) -> 
         out.extend({"name": f"{bench} {measure}", "unit": u, "value": x, "extra": f"{v.outcome}; load sweep"}
                    for bench, measure, x, u, smaller in sweep_rows(v) if smaller == smaller_is_better)
         value = _scaled(v, v.observed)
-        if value is None or v.outcome == "error" or _smaller(v) != smaller_is_better:
+        if value is None or v.outcome in ("error", "invalid") or _smaller(v) != smaller_is_better:
             continue
         item: dict[str, Any] = {"name": f"{v.gate} ({v.metric} {v.statistic})", "unit": v.unit, "value": value}
         lo, hi = _scaled(v, v.lower), _scaled(v, v.upper)

@@ -107,6 +107,10 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
         value = getattr(r, f.name)
         if f.name == "config":
             value = value.to_dict() if value is not None else None
+        elif f.name == "health":  # the client's health (load/health.py): validity is re-evaluable
+            value = value.to_dict() if value is not None else None
+        elif f.name == "worker_health":
+            value = [h.to_dict() for h in value]
         line[f.name] = value
     return line
 
@@ -305,6 +309,7 @@ def _run_lines(path: Path, obj: dict[str, Any], runs: dict[int, RunResult]) -> N
         kw = {k: v for k, v in obj.items() if k in known}
         cfg = kw.get("config")
         kw["config"] = LoadConfig(**cfg) if cfg else None
+        kw.update(_health(kw))
         runs[int(obj["run"])] = RunResult(records=[], **kw)
         return
     run = runs.get(int(obj["run"]))
@@ -345,6 +350,15 @@ def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) ->
     return runs[0]
 
 
+def _health(kw: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored run's client health, typed again (load/health.py)."""
+    from ..load.health import ClientHealth
+
+    h, ws = kw.get("health"), kw.get("worker_health")
+    return {"health": ClientHealth.from_dict(h) if isinstance(h, Mapping) else None,
+            "worker_health": [ClientHealth.from_dict(w) for w in ws if isinstance(w, Mapping)] if isinstance(ws, list) else []}
+
+
 def _read_part(path: Path, obj: Mapping[str, Any], runs: Mapping[int, RunResult]) -> Any:
     """One stored data part back as what ``evaluate`` takes (a run, sweep, proportion, samples or a
     list of them: the runs of one side of an A B A B comparison)."""
@@ -382,10 +396,13 @@ _RECORD_FIELDS = _record_fields()
 
 def reevaluate(stored: Stored, gate: Gate, thresholds: Thresholds | None = None,
                confidence: float | None = None) -> Verdict:
-    """Evaluate ``gate`` on stored data at the confidence the live verdict used (or ``confidence``)."""
+    """Evaluate ``gate`` on stored data at the confidence the live verdict used (or ``confidence``);
+    invalid when the stored run's client did not keep up (load/validity.py), as live."""
+    from ..load.validity import apply
     from ..verdicts.verdict import evaluate
 
-    return evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
+    v = evaluate(gate, stored.data, confidence=confidence or stored.confidence, thresholds=thresholds)
+    return apply(v, gate, stored.data, on=thresholds.settings.validity if thresholds is not None else True)
 
 
 def same_verdict(a: Mapping[str, Any] | Verdict | VerdictRecord, b: Mapping[str, Any] | Verdict | VerdictRecord) -> bool:

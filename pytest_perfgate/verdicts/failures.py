@@ -63,6 +63,8 @@ def headline(v: Verdict) -> str:
     ``gate long_context_ttft: ttft p99 212 ms > max 150 ms``"""
     if v.outcome == "error":
         return f"gate {v.gate}: error: {v.note.split(';')[0]}"
+    if v.outcome == "invalid":  # the client did not keep up: the figure and the fix (load/validity.py)
+        return f"gate {v.gate}: invalid: {v.note.split('; raw verdict')[0]}"
     line = f"gate {v.gate}: {metric_label(v.metric, v.statistic, v.compare)} {v.fmt(v.observed)}"
     if v.direction is not None and v.threshold is not None:
         line += f" {op(v.direction, v.outcome, v.target_met)} {v.direction} {v.fmt(v.threshold)}"

@@ -30,7 +30,9 @@ from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, S
 class Verdict:
     gate: str
     phase: str
-    outcome: str  # "pass" | "fail" | "inconclusive" | "recorded" | "error" (not evaluated: failed requests, a failed test)
+    # "pass" | "fail" | "inconclusive" | "recorded" | "error" (not evaluated: failed requests, a failed test)
+    # | "invalid" (the client did not keep up: load/validity.py; the numbers are the raw verdict's, not gated)
+    outcome: str
     metric: str
     statistic: str
     observed: float  # base units (seconds, fraction, tok/s, ...)
@@ -137,6 +139,9 @@ class Verdict:
                          f"{self.fmt(self.observed)} (not gated)")
             return line
         what = text.metric_label(self.metric, self.statistic, self.compare)
+        if self.outcome == "invalid":  # load/validity.py: the cause (figure, allowed error, fix) is the note
+            return (f"gate {self.gate}: INVALID: {self.note}; {what} = {self.fmt(self.observed)} "
+                    f"({self.ci_text()}) not gated")
         line = f"gate {self.gate}: {what} = {self.fmt(self.observed)} ({self.ci_text()})"
         if self.direction is not None and self.threshold is not None:
             line += f" {text.op(self.direction, self.outcome, self.target_met)} {self.direction} {self.fmt(self.threshold)}"

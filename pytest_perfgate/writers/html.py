@@ -113,7 +113,7 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
     rows = []
     for i, (name, entry) in enumerate(selected):
         vs = common.verdicts_of(entry)
-        counts = {k: sum(1 for v in vs if v.outcome == k) for k in ("fail", "error", "inconclusive", "pass", "recorded")}
+        counts = {k: sum(1 for v in vs if v.outcome == k) for k in ("fail", "error", "invalid", "inconclusive", "pass", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
         fbs = [_fallback(doc, fb) for fb in common.strings(entry.get("triggered_fallbacks"))]
         cls = PHASE_CLASS.get(clean_text(entry.get("outcome")), "none")
@@ -125,7 +125,7 @@ def _overview(doc: Mapping[str, Any], selected: list[tuple[str, Mapping[str, Any
     failing = []
     for i, (name, entry) in enumerate(selected):
         for case, v in _failing_first(common.verdicts_of(entry)):
-            if v.outcome in ("fail", "error", "inconclusive"):
+            if v.outcome in ("fail", "error", "invalid", "inconclusive"):
                 cls = VERDICT_CLASS.get(v.outcome, "bad")
                 failing.append(f'<li><a href="#{_gate_id(i, case)}">{_e(name)} / {_e(case)}</a> '
                                f'<span class="{cls}">{_e(v.outcome)}</span>'

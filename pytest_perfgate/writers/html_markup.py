@@ -18,10 +18,10 @@ from ..verdicts.wording import clean_text, metric_text
 from . import case_names, is_url
 
 PHASE_CLASS = {"passed": "ok", "failed": "bad", "fallback": "fb", "inconclusive": "warn", "not run": "none"}
-VERDICT_CLASS = {"pass": "ok", "fail": "bad", "inconclusive": "warn", "recorded": "none"}
+VERDICT_CLASS = {"pass": "ok", "fail": "bad", "invalid": "bad", "inconclusive": "warn", "recorded": "none"}
 FT_CLASS = {"passed": "ok", "failed": "bad", "skipped": "none"}
 _COLOR = {"ok": "#1a7f37", "bad": "#cf222e", "fb": "#bc4c00", "warn": "#9a6700", "none": "#57606a"}
-_ORDER = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "recorded": 4}
+_ORDER = {"fail": 0, "error": 1, "invalid": 1, "inconclusive": 2, "pass": 3, "recorded": 4}
 
 
 def _e(value: object) -> str:

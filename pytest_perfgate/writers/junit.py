@@ -4,6 +4,7 @@ Each verdict is a ``<testcase>`` (``classname="perfgate.<phase>"``, ``name=<gate
 for a gate checked a second time) carrying its numbers as ``<properties>``:
 
 - ``fail`` -> ``<failure type="perfgate.gate">``, text = summary + the fallback plans;
+- ``invalid`` (the client did not keep up) -> ``<error type="perfgate.invalid">`` naming the figure;
 - ``inconclusive`` -> ``<failure type="perfgate.inconclusive">`` when inconclusive verdicts fail the
   run, else ``<skipped>``;
 - ``recorded`` / ``pass`` -> a passing test case;
@@ -140,6 +141,9 @@ def _testcase(doc: Mapping[str, Any], phase: str, name: str, v: VerdictRecord, i
             status = "skipped"
     elif outcome == "error":
         case.result = [_result(Error, summary, "perfgate.requests_failed", summary)]
+        status = "error"
+    elif outcome == "invalid":  # the client did not keep up (load/validity.py): the figure is the message
+        case.result = [_result(Error, summary, "perfgate.invalid", summary)]
         status = "error"
     elif outcome not in ("pass", "recorded"):
         case.result = [_result(Failure, f"unknown verdict outcome {outcome!r}", "perfgate.unknown", summary)]

@@ -72,7 +72,7 @@ def _gates(entry: Mapping[str, Any], inconclusive: str) -> list[str]:
     vs = verdicts_of(entry)
     if vs:
         rows = []
-        order = {"fail": 0, "error": 1, "inconclusive": 2, "pass": 3, "recorded": 4}
+        order = {"fail": 0, "error": 1, "invalid": 1, "inconclusive": 2, "pass": 3, "recorded": 4}
         named = sorted(zip(case_names(vs), vs, strict=True), key=lambda nv: order.get(nv[1].outcome, 1))
         for name, v in named:  # failing gates first
             fbs = [clean_text(f) for f in v.fallbacks]
@@ -142,7 +142,7 @@ def render(doc: Mapping[str, Any], *, phases: list[str] | None = None, inconclus
     rows = []
     for phase, entry in selected:
         vs = verdicts_of(entry)
-        counts = {k: sum(1 for v in vs if v.outcome == k) for k in ("pass", "fail", "error", "inconclusive", "recorded")}
+        counts = {k: sum(1 for v in vs if v.outcome == k) for k in ("pass", "fail", "error", "invalid", "inconclusive", "recorded")}
         gates = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "none checked"
         rows.append([md(phase, cell=True), md(entry.get("title"), cell=True), md(phase_label(entry.get("outcome")), cell=True), gates])
     out += _table(["phase", "title", "outcome", "gates"], rows)

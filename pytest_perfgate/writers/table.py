@@ -76,8 +76,10 @@ def error_notes(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> li
     by_note: dict[tuple[str, str], list[str]] = {}
     for v in map(VerdictRecord.read, verdicts):
         regressed = v.details.get("target_met") == 1.0 and v.outcome == "fail"
-        if v.outcome == "error" or regressed:  # a fail on its target alone reads in its row
-            by_note.setdefault(("error" if v.outcome == "error" else "regressed", v.note), []).append(v.gate)
+        if v.outcome in ("error", "invalid") or regressed:  # a fail on its target alone reads in its row
+            kind = v.outcome if v.outcome in ("error", "invalid") else "regressed"
+            note = v.note.split("; raw verdict")[0]  # invalid: the figure and the fix
+            by_note.setdefault((kind, note), []).append(v.gate)
     out: list[str] = []
     for (kind, note), gates in by_note.items():
         out += textwrap.wrap(f"{kind} {', '.join(dict.fromkeys(gates))}: {note}", width, subsequent_indent="    ",

@@ -74,6 +74,7 @@ class OpenAIEngine:
 
     def __init__(self, name: str, args: Mapping[str, Any]) -> None:
         self.name = name
+        self._args = dict(args)  # a client worker process rebuilds this engine from them (worker_spec)
         unknown = set(args) - _KNOWN
         if unknown:
             raise EngineError(f"engine {name!r}: unknown arguments {sorted(unknown)} (known: {sorted(_KNOWN)})")
@@ -196,6 +197,12 @@ class OpenAIEngine:
 
     def stop(self) -> None:
         run_sync(self.transport.close())
+
+    def worker_spec(self) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+        """How a client worker process (load/workers.py) rebuilds this started engine: class, name,
+        arguments, and the state start() learned (the dialect; counters stay the session's)."""
+        return (f"{type(self).__module__}:{type(self).__qualname__}", self.name, dict(self._args),
+                {"dialect": self.dialect, "no_counters": True, "_started": True})
 
     async def counters(self) -> dict[str, float]:
         """Counters and gauges of ``metrics_path``, flattened (see :func:`.prometheus.parse_prometheus`)."""

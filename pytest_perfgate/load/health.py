@@ -1,0 +1,272 @@
+"""Did the client keep up? The figures of one run (or one worker) that say how late the client was.
+
+* **loop lag** (the arrival-to-read delay of a probe socket): a thread of its own writes one byte to
+  a socket pair every ``interval`` seconds, stamping the write; the event loop reads it like any
+  response socket and stamps the read. Read minus write is exactly how long a chunk that arrived at
+  that moment waited for the loop (a busy callback, a long parse, the GIL), with no timer rounding
+  (a sleeping probe task wakes up to 1 ms late on an idle loop: epoll's millisecond timeout). The
+  writer keeps its pace whatever the loop does, so a 50 ms stall leaves 10 probes (at 5 ms) waiting
+  50, 45, ... 5 ms, as the chunks that arrived during it did: the lag's quantiles are over time, not
+  over loop iterations; and, as chunks cluster where the loop is busiest, also over the run's
+  events (each probe standing for the chunks read since the one before it): the P99 is the larger.
+  A thread held off the GIL by C code is stamped late (the lag then reads low).
+* **send lag** (open loops): how late the schedule's send of each request was dispatched (after its
+  sleep, before the request task starts; neither a concurrency cap's wait nor a dependent turn),
+  with the schedule's mean gap between sends (what a late send distorts: the arrival process).
+* **CPU share**: the loop thread's CPU seconds over the run's wall seconds (1.0: the client's thread
+  never waited for I/O, it is the bottleneck).
+
+:mod:`.validity` turns them into a verdict per timing gate.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ..contract import clock
+
+PROBE_INTERVAL_S = 0.005  # 200 probes a second: a 10 s run has 2,000 (its P99 rests on 20)
+
+
+Hist = tuple[tuple[int, int], ...]  # (bin, count), bins 32 a decade from 1 us (load/health.py: _bin)
+
+
+def _bin(ns: float) -> int:
+    return 0 if ns < 1000 else 1 + int(32 * math.log10(ns / 1000))
+
+
+def hist(values_ns: list[int], weights: list[int] | None = None) -> Hist:
+    """A sparse histogram of lags (32 bins a decade: 7% wide), what pools across runs exactly."""
+    out: dict[int, int] = {}
+    for i, x in enumerate(values_ns):
+        b = _bin(x)
+        out[b] = out.get(b, 0) + (weights[i] if weights is not None else 1)
+    return tuple(sorted((b, c) for b, c in out.items() if c))
+
+
+def hist_quantile(h: Hist, q: float) -> float:
+    """The ``q`` quantile of a pooled histogram, in seconds: its bin's upper edge (never low)."""
+    total = sum(c for _, c in h)
+    if not total:
+        return math.nan
+    need, cum = max(1, math.ceil(q * total)), 0
+    for b, c in h:
+        cum += c
+        if cum >= need:
+            return 1e-6 * 10 ** (b / 32)
+    return math.nan
+
+
+def _pooled(hists: list[Hist]) -> Hist:
+    out: dict[int, int] = {}
+    for h in hists:
+        for b, c in h:
+            out[b] = out.get(b, 0) + c
+    return tuple(sorted(out.items()))
+
+
+def event_weights(read_ns: list[int], events_ns: list[int]) -> list[int]:
+    """How many of the run's events each probe stands for: those read since the probe before it."""
+    if not read_ns or not events_ns:
+        return []
+    import numpy as np
+
+    idx = np.minimum(np.searchsorted(np.asarray(read_ns), np.asarray(events_ns)), len(read_ns) - 1)
+    return [int(x) for x in np.bincount(idx, minlength=len(read_ns))]
+
+
+def event_weighted(read_ns: list[int], lags_ns: list[int], events_ns: list[int], q: float = 0.99) -> float:
+    """The lag's ``q`` quantile over the run's events, in seconds (NaN without probes or events):
+    each probe stands for the events read since the probe before it (chunks cluster where the loop
+    is busiest -- 256 streams opening at once -- so a quantile over time alone reads low there)."""
+    if not read_ns or not events_ns:
+        return math.nan
+    import numpy as np
+
+    idx = np.minimum(np.searchsorted(np.asarray(read_ns), np.asarray(events_ns)), len(read_ns) - 1)
+    weights = np.bincount(idx, minlength=len(read_ns)).astype(np.float64)
+    order = np.argsort(np.asarray(lags_ns))
+    cum = np.cumsum(weights[order])
+    k = int(np.searchsorted(cum, q * cum[-1]))
+    return float(np.asarray(lags_ns)[order][min(k, len(order) - 1)]) / 1e9
+
+
+def _quantile(values_ns: list[int], q: float) -> float:
+    """The empirical order statistic X_(ceil(nq)) in seconds, NaN when empty."""
+    if not values_ns:
+        return math.nan
+    xs = sorted(values_ns)
+    k = min(len(xs), max(1, math.ceil(q * len(xs))))
+    return xs[k - 1] / 1e9
+
+
+@dataclass(frozen=True)
+class ClientHealth:
+    """How late the client was, in seconds (NaN: not measured, e.g. no send lag in a closed loop)."""
+
+    loop_lag_p50: float = math.nan
+    loop_lag_p99: float = math.nan
+    loop_lag_max: float = math.nan
+    probes: int = 0
+    send_lag_p99: float = math.nan
+    send_lag_max: float = math.nan
+    sends: int = 0
+    cpu_share: float = math.nan  # loop thread CPU / wall
+    wall_s: float = 0.0
+    workers: int = 1
+    send_gap: float = math.nan  # the schedule's mean gap between sends (open loops)
+    # sparse histograms that pool across runs (sequential sampling's one-request draws) and workers:
+    # loop lags over time, over the run's events, send lags
+    lag_hist: Hist = ()
+    event_hist: Hist = ()
+    send_hist: Hist = ()
+
+    @classmethod
+    def of(cls, loop_lags_ns: list[int], send_lags_ns: list[int], cpu_s: float, wall_s: float,
+           send_gap_s: float = math.nan, over_events: float = math.nan, weights: list[int] | None = None) -> ClientHealth:
+        """``over_events``: the lag P99 over the run's events (:func:`event_weighted`; ``weights``:
+        :func:`event_weights`); the loop lag P99 is the larger of it and the P99 over time."""
+        p99 = _quantile(loop_lags_ns, 0.99)
+        if not math.isnan(over_events) and not math.isnan(p99):
+            p99 = max(p99, over_events)
+        return cls(_quantile(loop_lags_ns, 0.5), p99,
+                   max(loop_lags_ns) / 1e9 if loop_lags_ns else math.nan, len(loop_lags_ns),
+                   _quantile(send_lags_ns, 0.99), max(send_lags_ns) / 1e9 if send_lags_ns else math.nan,
+                   len(send_lags_ns), cpu_s / wall_s if wall_s > 0 else math.nan, wall_s, 1, send_gap_s,
+                   hist(loop_lags_ns), hist(loop_lags_ns, weights) if weights else (), hist(send_lags_ns))
+
+    @classmethod
+    def worst(cls, parts: Iterable[ClientHealth]) -> ClientHealth:
+        """Several runs' or workers' health as one (a gate's samples come from all): the P50 / P99
+        of their pooled histograms (a bin's upper edge, never low) when every part has them, else
+        the worst of each figure; the max, CPU share and gap the worst."""
+        ps = list(parts)
+        if not ps:
+            return cls()
+        if len(ps) > 1 and any(p.lag_hist for p in ps) and all(p.lag_hist or not p.probes for p in ps):
+            lag, ev, sends = (_pooled([getattr(p, k) for p in ps]) for k in ("lag_hist", "event_hist", "send_hist"))
+            p99 = max((x for x in (hist_quantile(lag, 0.99), hist_quantile(ev, 0.99)) if not math.isnan(x)),
+                      default=math.nan)
+            one = cls.worst([replace(p, lag_hist=()) for p in ps])
+            return replace(one, loop_lag_p50=hist_quantile(lag, 0.5), loop_lag_p99=p99,
+                           send_lag_p99=hist_quantile(sends, 0.99), lag_hist=lag, event_hist=ev, send_hist=sends)
+
+        def w(key: str) -> float:
+            xs = [getattr(p, key) for p in ps if not math.isnan(getattr(p, key))]
+            return max(xs) if xs else math.nan
+
+        return cls(w("loop_lag_p50"), w("loop_lag_p99"), w("loop_lag_max"), sum(p.probes for p in ps),
+                   w("send_lag_p99"), w("send_lag_max"), sum(p.sends for p in ps), w("cpu_share"),
+                   max(p.wall_s for p in ps), max(p.workers for p in ps), w("send_gap"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                               for k, v in asdict(self).items()}
+        for k in ("lag_hist", "event_hist", "send_hist"):
+            out[k] = [list(x) for x in getattr(self, k)]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ClientHealth:
+        def num(k: str) -> float:
+            x = d.get(k)
+            return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+        def hist_of(k: str) -> Hist:
+            raw = d.get(k)
+            if not isinstance(raw, list):
+                return ()
+            return tuple((int(x[0]), int(x[1])) for x in raw if isinstance(x, (list, tuple)) and len(x) == 2
+                         and all(isinstance(y, int) and not isinstance(y, bool) for y in x))
+
+        return cls(num("loop_lag_p50"), num("loop_lag_p99"), num("loop_lag_max"), int(num("probes") if d.get("probes") else 0),
+                   num("send_lag_p99"), num("send_lag_max"), int(num("sends") if d.get("sends") else 0),
+                   num("cpu_share"), num("wall_s") if d.get("wall_s") else 0.0, int(num("workers")) if d.get("workers") else 1,
+                   num("send_gap"), hist_of("lag_hist"), hist_of("event_hist"), hist_of("send_hist"))
+
+    def text(self) -> str:
+        """``loop lag P50/P99/max 0.08/0.4/2.1 ms (2,000 probes), send lag P99 0.1 ms, CPU 35%``."""
+        def ms(x: float) -> str:
+            return "n/a" if math.isnan(x) else f"{x * 1e3:.3g}"
+
+        out = f"loop lag P50/P99/max {ms(self.loop_lag_p50)}/{ms(self.loop_lag_p99)}/{ms(self.loop_lag_max)} ms ({self.probes:,} probes)"
+        if self.sends:
+            out += f", send lag P99/max {ms(self.send_lag_p99)}/{ms(self.send_lag_max)} ms"
+        if not math.isnan(self.cpu_share):
+            out += f", client loop CPU {self.cpu_share * 100:.0f}%"
+        return out + (f", {self.workers} workers (worst of each)" if self.workers > 1 else "")
+
+
+class LoopProbe:
+    """The loop-lag probe of one run: ``start()`` and ``stop()`` on the event loop's own thread."""
+
+    def __init__(self, interval_s: float = PROBE_INTERVAL_S) -> None:
+        self.interval = interval_s
+        self.lags_ns: list[int] = []
+        self.read_ns: list[int] = []
+        self._written: deque[int] = deque()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._r: socket.socket | None = None
+        self._w: socket.socket | None = None
+        self._cpu0 = 0
+        self._t0 = 0
+
+    def start(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        loop.add_reader(self._r.fileno(), self._on_read)
+        self._cpu0, self._t0 = time.thread_time_ns(), clock()
+        self._thread = threading.Thread(target=self._beat, name="perfgate-loop-probe", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        w = self._w
+        assert w is not None
+        while not self._stop.wait(self.interval):
+            self._written.append(clock())
+            try:
+                w.send(b"x")
+            except OSError:  # closed under us by stop()
+                return
+
+    def _on_read(self) -> None:
+        now = clock()
+        assert self._r is not None
+        try:
+            got = len(self._r.recv(4096))
+        except (BlockingIOError, InterruptedError):
+            return
+        for _ in range(min(got, len(self._written))):
+            self.lags_ns.append(now - self._written.popleft())
+            self.read_ns.append(now)
+
+    def stop(self, send_lags_ns: list[int], send_gap_s: float = math.nan, events_ns: list[int] | None = None) -> ClientHealth:
+        """Stop the probe; the run's health (``send_lags_ns``: the open loop's dispatch lateness,
+        ``send_gap_s`` its schedule's mean gap, ``events_ns`` the read stamps of its chunks)."""
+        import asyncio
+
+        cpu = (time.thread_time_ns() - self._cpu0) / 1e9
+        wall = (clock() - self._t0) / 1e9
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        if self._r is not None:
+            self._on_read()
+            asyncio.get_running_loop().remove_reader(self._r.fileno())
+            self._r.close()
+        if self._w is not None:
+            self._w.close()
+        over = event_weighted(self.read_ns, self.lags_ns, events_ns or [])
+        weights = event_weights(self.read_ns, events_ns or [])
+        return ClientHealth.of(self.lags_ns, send_lags_ns, cpu, wall, send_gap_s, over, weights)

@@ -1,0 +1,152 @@
+"""A run whose client did not keep up decides no timing gate: its verdict is **invalid**.
+
+The rule (docs/client.md): every timestamp the client takes is late by the loop lag at that moment
+(:mod:`.health`: a chunk that arrived while the loop was busy waits for it), and an open loop's
+sends are late by its send lag. A timing gate (a per-request time: TTFT, ITL, TPOT, E2E, queue
+time; or a goodput gate's SLO limits) tolerates a client error of :data:`ALLOWED_FRACTION` of its
+threshold (5%: 7.5 ms for a 150 ms TTFT P99 gate, 1 ms for a 20 ms ITL P99 gate). The run is
+invalid for that gate when the loop lag's P99 exceeds it (except for a pass of a max gate on TTFT or
+E2E, which a late read only lengthens: :data:`LONGER_ONLY`), or the send lag's P99 exceeds it and 5%
+of the schedule's mean gap (:func:`send_allowance`): **invalid is raised
+before the client's error reaches 10% of the threshold** (the 2x margin covers the P99 of a few
+hundred probes reading low: tests/load/test_validity_sim.py measures the false-invalid and miss
+rates). Rates, counters and comparison gates are not judged (their client error is not a time).
+
+An invalid verdict keeps its numbers (the raw verdict's observed value, bounds and n, not gated),
+names the figure, the allowed error, the gate and the fix, and counts like an error (exit 1, no
+fallback triggered). ``--perfgate-no-validity`` (``[perfgate] validity = false``) keeps the raw
+verdict and notes the figure instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..config.metrics import RECORDS, lookup
+from .health import ClientHealth
+
+if TYPE_CHECKING:
+    from ..config import Gate
+    from ..verdicts.verdict import Verdict
+
+ALLOWED_FRACTION = 0.05  # client error a timing gate tolerates, as a fraction of its threshold
+# a late read only lengthens these (the send is stamped at the socket write, the chunk at its read):
+# a pass against a max stands whatever the loop lag (a late send still distorts the load: send lag)
+LONGER_ONLY = frozenset({"ttft", "e2e"})
+TARGET_CPU_SHARE = 0.5  # the loop CPU share per worker the suggested worker count aims at
+INVALID = "invalid"
+
+
+def _ms(x: float) -> str:
+    """``4.2 ms``, ``150 ms``, ``2 s``: three significant digits, no trailing zeros."""
+    return f"{x:.3g} s" if x >= 1 else f"{x * 1e3:.3g} ms"
+
+
+def allowed_error(gate: Gate) -> tuple[float, str] | None:
+    """(the client error ``gate`` tolerates in seconds, what it derives from: ``ttft p99 at 150 ms``),
+    None for a gate the client's lag does not bias by a time (rates, counters, comparisons)."""
+    if gate.compare:
+        return None
+    m = lookup(gate.metric)
+    if gate.slo:  # a goodput gate: its tightest per-request limit
+        limits = [limit for _, _, limit in gate.slo if math.isfinite(limit) and limit > 0]
+        if not limits:
+            return None
+        tight = min(limits)
+        return ALLOWED_FRACTION * tight, f"{gate.name}'s tightest SLO limit {_ms(tight)}"
+    if m is None or m.dimension != "time" or m.source != RECORDS or gate.threshold is None:
+        return None
+    thr = gate.threshold.base
+    if not (math.isfinite(thr) and thr > 0):
+        return None
+    return ALLOWED_FRACTION * thr, f"{m.name} {gate.statistic.text} at {_ms(thr)}"
+
+
+def health_of(data: Any) -> ClientHealth | None:
+    """The client health of a run, of several runs (the worst figures), None when not measured."""
+    if isinstance(data, (list, tuple)):
+        parts = [h for h in (health_of(d) for d in data) if h is not None]
+        return ClientHealth.worst(parts) if parts else None
+    h = getattr(data, "health", None)
+    return h if isinstance(h, ClientHealth) else None
+
+
+def _workers_of(data: Any) -> int:
+    runs = data if isinstance(data, (list, tuple)) else [data]
+    return max((int(getattr(getattr(r, "config", None), "workers", 1) or 1) for r in runs), default=1)
+
+
+def suggested_workers(h: ClientHealth, workers: int) -> int:
+    """Worker processes that would bring each loop near :data:`TARGET_CPU_SHARE` (at least one more)."""
+    share = h.cpu_share if math.isfinite(h.cpu_share) else 1.0
+    return max(workers + 1, math.ceil(workers * share / TARGET_CPU_SHARE))
+
+
+def send_allowance(limit: float, h: ClientHealth) -> float:
+    """The send lag a run tolerates: the gate's allowed error, or :data:`ALLOWED_FRACTION` of the
+    schedule's mean gap when that is larger (a late send does not bias the latency measured from
+    it; it distorts the arrival process, whose scale is the gap)."""
+    return max(limit, ALLOWED_FRACTION * h.send_gap) if math.isfinite(h.send_gap) else limit
+
+
+def _lag_cannot_flip(gate: Gate, outcome: str) -> bool:
+    """A pass of a max gate on a time the client's lag only lengthens (TTFT, E2E)."""
+    m = lookup(gate.metric)
+    return outcome == "pass" and gate.direction == "max" and not gate.slo and m is not None and m.name in LONGER_ONLY
+
+
+def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = "") -> str | None:
+    """``loop lag P99 4.2 ms > 1.5 ms allowed for ttft p99 at 150 ms (5% of it): set workers = 4``,
+    None when the client kept up at this gate's resolution (``outcome``: the raw verdict's; the loop
+    lag does not judge a pass it could only have made harder, :data:`LONGER_ONLY`)."""
+    allowed = allowed_error(gate)
+    if allowed is None:
+        return None
+    limit, what = allowed
+    loop_lag = math.nan if _lag_cannot_flip(gate, outcome) else h.loop_lag_p99
+    over = [(f"loop lag P99 {_ms(h.loop_lag_p99)}", loop_lag, limit),
+            (f"send lag P99 {_ms(h.send_lag_p99)}", h.send_lag_p99, send_allowance(limit, h))]
+    over = [(name, x, lim) for name, x, lim in over if math.isfinite(x) and x > lim]
+    if not over:
+        return None
+    figures = ", ".join(name + (f" (> {_ms(lim)}: {ALLOWED_FRACTION:.0%} of the {_ms(h.send_gap)} mean gap)"
+                                if lim > limit else "") for name, _, lim in over)
+    cpu = f"; client loop CPU {h.cpu_share * 100:.0f}%" if math.isfinite(h.cpu_share) else ""
+    return (f"client did not keep up: {figures} > {_ms(limit)} allowed for {what} "
+            f"({ALLOWED_FRACTION:.0%} of it){cpu}: set workers = {suggested_workers(h, workers)} "
+            "(or lower the load)")
+
+
+def figures(h: ClientHealth, limit: float) -> dict[str, float]:
+    """The verdict details of an invalid verdict (seconds, a fraction)."""
+    out = {"client_allowed_s": limit, "client_loop_lag_p99_s": h.loop_lag_p99,
+           "client_send_lag_p99_s": h.send_lag_p99, "client_cpu_share": h.cpu_share}
+    return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def apply(v: Verdict, gate: Gate, data: Any, *, on: bool = True) -> Verdict:
+    """``v`` made **invalid** when its run's client did not keep up at the gate's resolution (``on``),
+    else noted with the figure (validity off); ``v`` itself for any other gate or run. An error
+    verdict stays an error (it decided nothing either)."""
+    if v.outcome in ("error", INVALID):
+        return v
+    h = health_of(data)
+    if h is None:
+        return v
+    cause = invalid_cause(gate, h, _workers_of(data), v.outcome)
+    if cause is None:
+        return v
+    allowed = allowed_error(gate)
+    assert allowed is not None
+    if not on:
+        return replace(v, note="; ".join(x for x in (v.note, cause + " (validity off: the raw verdict stands)") if x))
+    note = "; ".join(x for x in (cause, f"raw verdict {v.outcome.upper()}", v.note) if x)
+    return replace(v, outcome=INVALID, note=note, needed=None,
+                   details={**v.details, **figures(h, allowed[0])})
+
+
+def is_invalid(outcomes: Sequence[str]) -> bool:
+    return INVALID in outcomes

@@ -1,0 +1,257 @@
+"""Client worker processes: one run's schedule split over ``workers`` processes (``LoadConfig.workers``,
+``[perfgate] workers``, ``--perfgate-workers``; ``"auto"``: usable cores - 1, at least 1).
+
+* **The global arrival process is the one asked for.** An open loop's send times are drawn once,
+  here, exactly as one process draws them (same seed, same ``exact_rate``); each worker sends its
+  share of the requests at their global times, from a common start on CLOCK_MONOTONIC (the clock
+  of every record: ``perf_counter_ns``, system-wide on Linux) that the coordinator picks once every
+  worker is ready. Requests are dealt round-robin, except that every turn of a multi-turn session
+  goes to one worker (its turns wait for each other there, load/replay.py).
+* **Concurrency is held globally** by shares: ``concurrency = C`` over W workers gives each
+  ``C // W`` (the first ``C % W`` one more; at most C workers). A closed loop keeps C in flight in
+  all; an open loop's cap is then per share (a worker at its cap waits while another has room).
+* **Records merge** in index order; warm-up runs first, one at a time, in this process; counters
+  are snapshotted here around the run; progress lines and ``stop`` (sequential sampling) see every
+  finished request as it arrives (a ``stop`` reaches the workers as a message). Budgets
+  (``max_seconds``, ``drain_seconds``) run from the common start in each worker.
+* **Health per worker**: each worker's loop lag, send lag and CPU share (load/health.py) are in
+  ``RunResult.worker_health``; ``RunResult.health`` is the worst of each (load/validity.py).
+* **A worker that dies** keeps the records it sent; the rest of its requests are recorded as
+  failed with the cause (exit status, its last stderr line).
+* **No worker outlives the session** (load/worker.py): a death signal and EOF on its stdin end it
+  when the session is killed (SIGKILL included); on Ctrl-C or any error here every worker is
+  killed before this returns.
+
+An engine is rebuilt in each worker from its ``worker_spec()`` (the ``openai`` kind: a client of a
+server); an engine without one (an embedded vLLM) runs in this process only.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .frames import receive, send
+from .health import ClientHealth
+from .replay import trace_offsets_ns
+from .result import RunResult
+from .schedule import LoadConfig, LoadConfigError, send_offsets_ns
+
+Progress = Callable[[int, int, float], None]
+Stop = Callable[[RunResult], bool]
+Share = tuple[tuple[int, ...], tuple[int, ...] | None]  # a worker's request indices and their send offsets
+
+
+class Home(Protocol):
+    """The session's own run (load/runner.py's): its warm-up, counters and warm-up records."""
+
+    records: list[RequestRecord]
+    requests: Sequence[Request]
+
+    async def warm_up(self) -> None: ...
+
+    async def _counters(self) -> dict[str, float]: ...
+
+WORKER_ENV = "PERFGATE_CLIENT_WORKER_OF"  # a worker's environment names its session's pid
+READY_TIMEOUT_S = 120.0  # a worker that never says ready (an import that hangs): the run fails
+START_MARGIN_NS = 100_000_000  # the common start, after every worker got it
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def resolve_workers(spec: int | str) -> int:
+    """``N`` or ``"auto"`` (usable cores - 1, at least 1) as a worker count; a clear error otherwise."""
+    if spec == "auto":
+        return max(1, usable_cores() - 1)
+    try:
+        n = int(spec)
+    except (TypeError, ValueError):
+        raise LoadConfigError(f'workers must be a positive integer or "auto", got {spec!r}') from None
+    if n < 1 or str(n) != str(spec).strip():
+        raise LoadConfigError(f'workers must be a positive integer or "auto", got {spec!r}')
+    return n
+
+
+def assign(requests: Sequence[Request], n: int, workers: int) -> list[list[int]]:
+    """The measured request indices of each worker: round-robin, a session's turns on one worker."""
+    out: list[list[int]] = [[] for _ in range(workers)]
+    sessions: dict[str, int] = {}
+    dealt = 0
+    for i in range(n):
+        r = requests[i % len(requests)]
+        if r.session:
+            k = sessions.setdefault(r.session, len(sessions) % workers)
+        else:
+            k, dealt = dealt % workers, dealt + 1
+        out[k].append(i)
+    return out
+
+
+def plan(requests: Sequence[Request], config: LoadConfig) -> list[tuple[Share, LoadConfig]]:
+    """Each worker's share (indices, their global send offsets) and config."""
+    n = config.num_requests if config.num_requests is not None else len(requests)
+    w = min(config.workers, n, config.concurrency or n)
+    offsets = None
+    if config.open_loop:
+        offsets = (trace_offsets_ns(requests, config) if config.mode == "trace" else send_offsets_ns(config))
+        assert offsets is not None
+    out = []
+    for k, idx in enumerate(assign(requests, n, w)):
+        if not idx:
+            continue
+        share = None if config.concurrency is None else config.concurrency // w + (k < config.concurrency % w)
+        cfg = replace(config, workers=1, warmup=0, concurrency=share, num_requests=len(idx), gauge_interval=None)
+        out.append(((tuple(idx), tuple(int(offsets[i]) for i in idx) if offsets is not None else None), cfg))
+    return out
+
+
+class _Worker:
+    """One worker process and the threads reading its frames (into ``inbox``) and its stderr tail."""
+
+    def __init__(self, k: int, inbox: queue.Queue[tuple[int, Any]]) -> None:
+        # the worker imports what this process imports (this package first, then sys.path: an engine
+        # class a conftest defines)
+        paths = [str(Path(__file__).resolve().parents[2]), *(p for p in sys.path if p and os.path.isdir(p))]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)), WORKER_ENV: str(os.getpid())}
+        self.k, self.tail = k, ""
+        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_perfgate.load.worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        threading.Thread(target=self._read, args=(inbox,), daemon=True).start()
+        threading.Thread(target=self._errors, daemon=True).start()
+
+    def _read(self, inbox: queue.Queue[tuple[int, Any]]) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            msg = receive(self.proc.stdout)
+            inbox.put((self.k, msg))
+            if msg is None:
+                return
+
+    def _errors(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                self.tail = text[-300:]
+
+    def tell(self, msg: Any) -> None:
+        try:
+            assert self.proc.stdin is not None
+            send(self.proc.stdin, msg)
+        except (OSError, ValueError):  # it died: its EOF says so
+            pass
+
+    def cause(self) -> str:
+        code = self.proc.wait(5)
+        what = f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
+        return what + (f": {self.tail}" if self.tail else "")
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
+
+
+def run_workers(engine: Engine, requests: Sequence[Request], config: LoadConfig, progress: Progress | None,
+                stop: Stop | None, home: Home) -> RunResult:
+    """:func:`~pytest_perfgate.load.runner.run_load` over ``config.workers`` processes (module doc);
+    ``home``: the session's own run, for the warm-up and the counters."""
+    spec = getattr(engine, "worker_spec", None)
+    if not callable(spec):
+        raise LoadConfigError(f"workers = {config.workers}: engine {engine.name!r} (kind {engine.kind}) runs in "
+                              "this process only (client workers rebuild a client-side engine: kind openai)")
+    parts = plan(requests, config)
+    run_sync(home.warm_up())
+    before = run_sync(home._counters())
+    inbox: queue.Queue[tuple[int, Any]] = queue.Queue()
+    workers: list[_Worker] = []
+    try:
+        for k, (part, cfg) in enumerate(parts):
+            workers.append(_Worker(k, inbox))
+            workers[-1].tell({"parent": os.getpid(), "engine": spec(), "requests": list(requests),
+                              "config": cfg, "part": part})
+        return _collect(workers, parts, inbox, home, config, progress, stop, before)
+    finally:
+        for w in workers:
+            w.end()
+
+
+def _collect(workers: list[_Worker], parts: list[tuple[Share, LoadConfig]], inbox: queue.Queue[tuple[int, Any]],
+             home: Home, config: LoadConfig, progress: Progress | None, stop: Stop | None,
+             before: dict[str, float]) -> RunResult:
+    failed: dict[int, str] = {}
+    ready: set[int] = set()
+    while len(ready) + len(failed) < len(workers):
+        k, msg = inbox.get(timeout=READY_TIMEOUT_S)
+        if msg is None or msg[0] == "failed":
+            failed[k] = msg[1] if msg is not None else workers[k].cause()
+        else:
+            ready.add(k)
+    start = clock() + START_MARGIN_NS
+    for k in ready:
+        workers[k].tell(("start", start))
+    done: list[RequestRecord] = []
+    health: dict[int, ClientHealth] = {}
+    received: set[int] = set()
+    stopped = False
+    open_ = set(ready)
+    n = sum(len(p[0]) for p, _ in parts)
+    while open_:
+        k, msg = inbox.get()
+        if k not in open_:  # the EOF after a worker's "done"
+            continue
+        if msg is not None and msg[0] == "rec":
+            done.append(msg[1])
+            received.add(msg[1].index)
+            if progress is not None:
+                progress(len(done), n, (clock() - start) / 1e9)
+            if stop is not None and not stopped and stop(RunResult(records=list(done), config=config, start_ns=start)):
+                stopped = True
+                for j in open_:
+                    workers[j].tell(("stop",))
+            continue
+        if msg is not None and msg[0] == "done":
+            health[k] = msg[1]
+        else:
+            failed[k] = msg[1] if msg is not None else workers[k].cause()
+        open_.discard(k)
+    lost = _lost(parts, failed, received, home.requests)
+    records = [*home.records, *done, *lost]
+    after = run_sync(home._counters())
+    per_worker = [health[k] for k in sorted(health)]
+    return RunResult(
+        records=sorted(records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
+        counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
+        stopped_early=stopped,
+        health=replace(ClientHealth.worst(per_worker), workers=len(per_worker)) if per_worker else None,
+        worker_health=per_worker,
+    )
+
+
+def _lost(parts: list[tuple[Share, LoadConfig]], failed: dict[int, str], received: set[int],
+          requests: Sequence[Request]) -> list[RequestRecord]:
+    """Failed records for the requests of the workers that died (or never started), with the cause."""
+    out = []
+    for k, cause in failed.items():
+        for i in parts[k][0][0]:
+            if i not in received:
+                out.append(RequestRecord(index=i, tag=requests[i % len(requests)].tag,
+                                         error=f"client worker {k} failed: {cause}"))
+    return out
+
