@@ -39,6 +39,8 @@ def extend(sub: Any) -> None:
     p.add_argument("--baseline", metavar="REF", help="compare each gate with a stored run, as --perfgate-baseline "
                    "(a run id, 'latest', a results directory); a regression beyond the gate's tolerance fails it")
     p.add_argument("--list-formats", action="store_true", help="print the known formats and exit")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="each failing gate's full summary (bounds, dependence, projection) as pytest -v prints it")
     p.set_defaults(func=run)
 
 
@@ -64,7 +66,7 @@ def run(ns: argparse.Namespace) -> int:
     except ValueError as e:  # a --baseline that names nothing usable
         print(f"perfgate gate: --baseline {ns.baseline}: {e}", file=sys.stderr)
         return BAD
-    _print(verdicts, rows, got, written, th)
+    _print(verdicts, rows, got, written, th, verbose=bool(getattr(ns, "verbose", False)))
     if got.problems:
         return BAD
     inconclusive = th.settings.inconclusive
@@ -130,8 +132,17 @@ def _more(data: Any) -> Any:
     return note
 
 
-def _print(verdicts: list[Any], rows: list[dict[str, Any]], got: Inputs, written: list[Path], th: Any) -> None:
-    from ..verdicts.failures import headline
+def _tool_terms(v: Any) -> list[str]:
+    """The tool's own command that would decide an inconclusive gate (``vllm bench serve --num-prompts 59
+    would decide it ...``), from the verdict's note."""
+    if v.outcome != "inconclusive":
+        return []
+    return [part.strip() for part in str(v.note).split(";") if "would decide it" in part][:1]
+
+
+def _print(verdicts: list[Any], rows: list[dict[str, Any]], got: Inputs, written: list[Path], th: Any, *,
+           verbose: bool = False) -> None:
+    from ..verdicts.review import review_lines
     from ..verdicts.wording import plan_line
     from ..writers.table import gate_table
 
@@ -141,16 +152,16 @@ def _print(verdicts: list[Any], rows: list[dict[str, Any]], got: Inputs, written
         print("=" * 30 + " perfgate " + "=" * 30)
         for line in gate_table(rows):
             print(line)
-    failing = [v for v in verdicts if v.outcome in ("fail", "error", "inconclusive")]
+    failing = [v for v in verdicts if v.outcome in ("fail", "error", "invalid", "inconclusive")]
     if failing:
         print("")
-    for v in failing:
-        print(f"{v.outcome.upper()} {headline(v)}")
-        lines = v.message().splitlines()
+    for v in failing:  # as pytest's failing-gate lines: the reviewer's lines (all of it with -v), the fallback
+        lines = v.message().splitlines() if verbose else [*review_lines(v), *_tool_terms(v), v.fallback_text()]
+        lines = [ln for ln in lines if ln]
         if len(lines) > LINES:
             lines = [*lines[: LINES - 1], f"... ({len(lines) - LINES + 1} more lines)"]
         for ln in lines:
-            print("    " + ln)
+            print(ln)
     triggered = sorted({f for v in verdicts if v.outcome == "fail" for f in v.fallbacks})
     if triggered:
         print("\ntriggered fallbacks:")

@@ -72,7 +72,7 @@ def test_all_pass_writes_every_results_file(tmp_path: Path, capsys: pytest.Captu
 def test_a_failing_gate_exits_1_with_its_sentence_and_fallback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = gate(tmp_path, capsys, str(REAL), ttft="20 ms")
     assert rc == 1
-    assert "FAIL gate ttft_p50: ttft p50 130 ms > max 20.0 ms" in out
+    assert "FAILED ttft_p50: ttft p50 130 ms > max 20.0 ms (n=24, 95% sure it is above)" in out  # as pytest prints it
     assert "-> fallback:" in out
 
 
@@ -258,3 +258,9 @@ def test_a_results_dir_in_the_old_layout_is_re_evaluated_and_reported(tmp_path: 
     assert main(["report", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "report.html").read_text()
     assert "ITL per chunk" in html and "no stored data" not in html and "plot failed" not in html
+
+
+def test_verbose_prints_the_full_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = gate(tmp_path, capsys, str(REAL), "-v", ttft="20 ms")
+    assert rc == 1
+    assert "gate ttft_p50: ttft p50 = 130 ms (one-sided 95% bounds" in out  # the bounds, as pytest -v
