@@ -8,7 +8,8 @@ import json
 import pytest
 
 #: Six ordinary SLO gates at concurrency 4 (issue 21); limits loose enough for a busy 2-core runner:
-#: what is checked is that each is decided (pass/fail), never an error. A p99 needs >= 299 samples
+#: what is checked is that each is decided (pass/fail) or, inconclusive, says how many requests would
+#: (300 requests of a concurrency-4 queue are worth fewer independent ones: issue 32), never an error. A p99 needs >= 299 samples
 #: for a one-sided 95% bound (TPOT has one per request); the throughput of one run is one number.
 SLO_TOML = """
 [phases.slo]
@@ -77,6 +78,9 @@ def run_slo_session(pytester: pytest.Pytester, toml: str, prompts: str, n: int) 
     pytester.makepyfile(test_slo=SLO_TEST.format(prompts=prompts, n=n))
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist")
     decisions = json.loads((pytester.path / "perfgate-results" / "decisions.json").read_text())
-    outcomes = {v["gate"]: v["outcome"] for v in decisions["phases"]["slo"]["verdicts"]}
+    verdicts = decisions["phases"]["slo"]["verdicts"]
+    outcomes = {v["gate"]: v["outcome"] for v in verdicts}
+    for v in verdicts:  # a run at concurrency 4 is a queue's (issue 32): a quantile it cannot decide says what would
+        assert v["outcome"] != "inconclusive" or "need >=" in v["summary"], v["summary"]
     run = json.loads((pytester.path / "run.json").read_text())
     return r, outcomes, run
