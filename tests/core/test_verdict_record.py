@@ -63,7 +63,7 @@ verdicts = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)  # CI: the same examples every run
 @given(verdicts)
 def test_generated_verdicts_round_trip(v: Verdict) -> None:
     round_trips(v)
