@@ -87,11 +87,12 @@ class Dependence:
             return f"n = {self.n:,}"
         return f"n = {self.n:,}, about {_round(self.n_eff):,} independent"
 
-    def cost(self) -> str:
-        """What dependence costs, in words: ``"about 4.1 requests carry one request's information"``."""
+    def cost(self, what: tuple[str, str] = ("requests", "request")) -> str:
+        """What dependence costs, in words: ``"about 4.1 requests carry one request's information"``;
+        ``what``: the samples' (plural, singular) name, e.g. ``("chunk gaps", "gap")`` for ITL."""
         if not self.dependent:
             return ""
-        return f"about {self.per_independent:.3g} requests carry one independent request's information"
+        return f"about {self.per_independent:.3g} {what[0]} carry one independent {what[1]}'s information"
 
     def scale(self, independent_n: int | None) -> int | None:
         """Requests that carry ``independent_n`` independent requests' information at this dependence."""

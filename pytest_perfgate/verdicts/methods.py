@@ -235,20 +235,20 @@ class QuantileMethod(kinds.QuantileKind, Method):
             chance = blocked.decide_chance(x, q, c, gate.direction, gate.threshold.base, dep, needed)
             if math.isfinite(chance):
                 details["needed_chance"] = round(chance, 3)
-        cost = ""
+        cost, what = "", (("chunk gaps", "gap") if d.label == "itl" else ("requests", "request"))  # ITL: one sample a gap
         if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
             fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
-            cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} requests at this dependence"
+            cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
-                        dependence_note(note, dep, cost), details)
+                        dependence_note(note, dep, cost, what), details)
 
 
-def dependence_note(note: str, dep: Dependence, cost: str = "") -> str:
+def dependence_note(note: str, dep: Dependence, cost: str = "", what: tuple[str, str] = ("requests", "request")) -> str:
     """``note`` with what the run's dependence costs ("n = 3,000, about 410 independent: about 7.3
     requests carry one independent request's information; a p99 pass needs >= ~2,200 requests ...")."""
     if not dep.dependent:
         return note
-    return "; ".join(x for x in (note, f"{dep.describe()}: {dep.cost()}", cost) if x)
+    return "; ".join(x for x in (note, f"{dep.describe()}: {dep.cost(what)}", cost) if x)
 
 
 def _mean_side(d: Samples, c: float) -> stats.Bounds:

@@ -208,3 +208,11 @@ def test_the_vectorised_reader_gives_the_per_request_reader_s_records_bit_for_bi
         doc["errors"][7] = ""
     with pytest.raises(ResultsError, match=r"request 7.*itls"):
         perfgate.load_results(_write(tmp_path, doc, "bad.json"))
+
+
+def test_an_itl_verdict_counts_chunk_gaps_not_requests(tmp_path: Path) -> None:
+    th = _write(tmp_path, '[phases.p]\n[gates.itl]\nphase = "p"\nmetric = "itl"\nstatistic = "p99"\nmax = "200 ms"\n', "t.toml")
+    t = load_thresholds(th)
+    v = evaluate(t.gate("itl"), perfgate.load_results(REAL), thresholds=t)
+    assert "chunk gaps carry one independent gap's information" in v.note, v.note
+    assert "requests at this dependence" not in v.note and "chunk gaps at this dependence" in v.note
