@@ -25,6 +25,7 @@ same skewness checks as independent samples (:func:`bounds.mean_bounds`).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -153,14 +154,7 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
 
 def _first(size: int, ok: Callable[[int], bool]) -> int:
     """Smallest index in [0, size) where the monotone predicate ``ok`` holds (``size``: none)."""
-    lo, hi = -1, size
-    while lo + 1 < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return bisect.bisect_left(range(size), True, key=ok)
 
 
 def for_mean(x: Array, dep: Dependence) -> Dependence:
