@@ -56,6 +56,10 @@ _GATES = (
     ("e2e_p90", "e2e", "p90", 'max = "10 s"', 'max = "60 s"'),
 )
 
+# requests of the scaffold's one run: a server's (a GPU serves 3,000 in minutes), the embedded CPU
+# default's (its tiny model on a CPU: fewer, its gates are loose enough)
+SERVED_REQUESTS, EMBEDDED_REQUESTS = 3000, 1000
+
 _TEST = '''\
 """Serving SLO gates (written by `perfgate init`): the six gates of thresholds.toml, decided on one
 load run at concurrency 4 against {what}.
@@ -70,7 +74,10 @@ import pytest
 from pytest_perfgate import Engines, LoadConfig, Perfgate, Request
 
 GATES = ("ttft_p95", "itl_p99", "tpot_p99", "output_throughput", "error_rate", "e2e_p90")
-REQUESTS = 1000  # a per-request P99 needs >= 299 independent requests; a loaded server's carry less each (docs/statistics.md, Dependence)
+# A per-request P99 needs >= 299 independent requests. A loaded server's carry less each: at
+# concurrency 4 one request carried 1/1.5 - 1/6.5 of an independent one's information (measured), so
+# {requests:,} decide a P99 far from its limit unless dependence is worse (docs/statistics.md, Dependence).
+REQUESTS = {requests}
 CONCURRENCY = 4
 MAX_TOKENS = {max_tokens}
 TEXT = "Explain in a few sentences how a load balancer spreads requests across servers."
@@ -142,7 +149,8 @@ def render(base_url: str | None, model: str | None, name: str) -> dict[str, str]
         th += f'\n[gates.{gate}]\nphase = "slo"\nmetric = "{metric}"\nstatistic = "{stat}"\n{bound}\n{engine_line}'
     return {
         THRESHOLDS: th,
-        TEST_FILE: _TEST.format(what=what, command=COMMAND, max_tokens=32 if base_url is not None else 16),
+        TEST_FILE: _TEST.format(what=what, command=COMMAND, max_tokens=32 if base_url is not None else 16,
+                                 requests=SERVED_REQUESTS if base_url is not None else EMBEDDED_REQUESTS),
         WORKFLOW: _WORKFLOW.format(runner_note=note, runs_on=runs_on, package=package, command=COMMAND),
     }
 

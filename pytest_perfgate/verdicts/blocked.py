@@ -134,7 +134,8 @@ def decide_chance(x: Array, q: float, c: float, direction: str, thr: float, dep:
 def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Bounds:
     """One-sided bounds at ``c`` on the q-quantile: the upper bound is the smallest observed value
     ``t`` at which the (effective) test passes ``max = t``, the lower bound the largest at which it
-    fails it; +-inf when none does. ``dep`` from :func:`for_quantile`."""
+    fails it; just above the largest (below the smallest) value when only a limit beyond every
+    observed value decides (zero exceedances); +-inf when none does. ``dep`` from :func:`for_quantile`."""
     if not dep.dependent:
         return stats.quantile_bounds(x, q, c)
     n = int(x.size)
@@ -147,8 +148,12 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
         return not _passes(n, int(np.count_nonzero(x <= s[i])), 1 - q, c, dep)
 
     upper = float(s[_first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
+    if math.isinf(upper) and s.size and not np.isinf(x).any() and _passes(n, 0, q, c, dep):
+        upper = float(np.nextafter(s[-1], math.inf))  # no observed value passes, but any limit above them all does
     j = _first(s.size, lower_fails)
     lower = float(s[j - 1]) if j > 0 else -math.inf
+    if j == 0 and s.size and not np.isinf(x).any() and _passes(n, 0, 1 - q, c, dep):
+        lower = float(np.nextafter(s[0], -math.inf))  # mirrored: any limit under them all fails
     return stats.Bounds(stats.empirical_quantile(x, q), lower, upper, "order-statistic, dependence-adjusted")
 
 

@@ -32,7 +32,10 @@ doc = "https://example.org/sp?a=1&b=<2>"
 [gates.ttft]
 phase = "phase1"
 metric = "ttft"
-statistic = "p90"
+# the median: a busy machine's contention bursts make sequential TTFTs cluster (7 requests carried
+# one independent request's information in one CI run), and a p90 pass at zero exceedances needs
+# >= 29 independent requests, a p50 one 5 (these tests are about the CLI, not about tail power)
+statistic = "p50"
 max = "1 s"
 regression = "10%"
 fallback = ["tiered_kv_cache"]
@@ -91,7 +94,7 @@ def reqs(n, ttft=None):
 
 @pytest.mark.gate("ttft", "itl", "acceptance")
 def test_latency(perfgate, engine):
-    run = run_load(engine, reqs(50), LoadConfig(num_requests=50, warmup=2))
+    run = run_load(engine, reqs(100), LoadConfig(num_requests=100, warmup=2))
     perfgate.evaluate(run, "itl")
     perfgate.evaluate(run, "acceptance")
     perfgate.check(run, "ttft")

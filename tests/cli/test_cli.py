@@ -38,7 +38,7 @@ def test_a_regression_the_threshold_misses_is_caught_and_a_non_regression_is_not
     assert ttft["outcome"] == "fail" and ttft["upper"] < 1.0  # meets its absolute target of 1 s...
     assert "< max 1.00 s" in ttft["summary"] and "REGRESSED beyond the 10% regression tolerance" in ttft["summary"]
     assert ttft["vs_baseline"]["regressed"] and ttft["vs_baseline"]["bound"] > 1.1
-    assert "FAILED test_gates.py::test_latency - gate ttft: ttft p90" in stored_runs.regressed.stdout
+    assert "FAILED test_gates.py::test_latency - gate ttft: ttft p50" in stored_runs.regressed.stdout
     assert "REGRESSED beyond the 10% regression tolerance" in stored_runs.regressed.stdout
     for gate in ("acceptance", "spec_speedup"):  # unchanged by the slower prefill: compared, not flagged
         assert vs[gate]["outcome"] == "pass" and vs[gate]["vs_baseline"]["regressed"] is False, vs[gate]["summary"]
@@ -78,7 +78,7 @@ def test_diff_history_show_and_exports(stored_runs: StoredRuns, capsys: pytest.C
     rc, doc, _ = cli(capsys, "history", "ttft", "--results", res, "--json")
     assert rc == 0 and [v["outcome"] for v in doc["verdicts"]] == ["pass", "fail"]
     rc, doc, _ = cli(capsys, "history", "--results", res, "--format", "bencher")
-    assert rc == 0 and set(doc) == set(GATES) and doc["ttft"]["ttft-p90"]["value"] > 0.15  # in s (the gate's unit), the latest run
+    assert rc == 0 and set(doc) == set(GATES) and doc["ttft"]["ttft-p50"]["value"] > 0.15  # in s (the gate's unit), the latest run
     rc, doc, _ = cli(capsys, "history", "--results", res, "--format", "github-smaller")
     assert rc == 0 and {d["name"].split()[0] for d in doc} == {"ttft", "itl", "spec_speedup"}
     rc, doc, _ = cli(capsys, "history", "--results", res, "--format", "github-bigger", "--all")
@@ -97,7 +97,7 @@ def test_exit_codes_and_errors(stored_runs: StoredRuns, capsys: pytest.CaptureFi
     th = str(stored_runs.root / "thresholds.toml")
     rc, doc, _ = cli(capsys, "gates", th, "--json")
     assert rc == 0 and [g["gate"] for g in doc["gates"]] == list(GATES)
-    assert doc["gates"][0] == {"gate": "ttft", "phase": "phase1", "metric": "ttft", "statistic": "p90",
+    assert doc["gates"][0] == {"gate": "ttft", "phase": "phase1", "metric": "ttft", "statistic": "p50",
                                "compare": None, "direction": "max", "threshold": "1.00 s", "unit": "s", "baseline": None,
                                "regression": 0.1, "fallbacks": ["tiered_kv_cache"]}
     bad = tmp_path / "bad.toml"

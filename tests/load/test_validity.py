@@ -212,3 +212,20 @@ def test_many_short_runs_pool_their_lags() -> None:
     assert back == pooled
     stalled = [ClientHealth.of(calm[:-2] + [10_000_000] * 2, [], 0.01, 0.25) for _ in range(20)]  # 4% stalled
     assert ClientHealth.worst(stalled).loop_lag_p99 == pytest.approx(0.01, rel=0.08)
+
+
+def test_a_decision_farther_from_its_threshold_than_the_worst_lag_stands(gates: Any) -> None:
+    """A decision whose bound is farther from the threshold than every timestamp can be late was not
+    made by the client (busy CI: ITL P90 10.9 ms, bound 11.7 ms, against 200 ms with a 17 ms lag P99
+    was invalid); near the threshold, or without a measured worst lag, the run stays invalid."""
+    g = gates().gate("ttft_p99")  # max 150 ms; a TTFT fail is judged by the loop lag (a pass is not)
+    busy = ClientHealth(loop_lag_p99=0.017, loop_lag_max=0.030, probes=400, cpu_share=0.01)
+    far, near = _run(busy, 0.5), _run(busy, 0.16)
+    v_far, v_near = apply(evaluate(g, far), g, far), apply(evaluate(g, near), g, near)
+    assert evaluate(g, far).outcome == "fail" and v_far.outcome == "fail"  # 500 ms - 30 ms > 150 ms
+    assert evaluate(g, near).outcome == "fail" and v_near.outcome == "invalid"  # 160 - 30 <= 150 ms
+    # a loop that used 1% CPU waited for the machine: more workers would not help, and it says so
+    assert "other processes starved the client" in v_near.note and "set workers" not in v_near.note
+    no_max = ClientHealth(loop_lag_p99=0.017, probes=400, cpu_share=0.01)
+    run = _run(no_max, 0.5)
+    assert apply(evaluate(g, run), g, run).outcome == "invalid"
