@@ -33,10 +33,12 @@ from typing import Any
 from ..contract import clock
 
 PROBE_INTERVAL_S = 0.005  # 200 probes a second: a 10 s run has 2,000 (its P99 rests on 20)
-# the lag validity judges: the mean over the run's worst 2.5% (at least 12 probes: 60 ms of a short
-# run), what a stall costs in proportion to the share of the run it could have touched (load/validity.py)
+# the lag validity judges: the mean over the run's worst 2.5% (12 probes or more, up to 3%: a 2 s run's
+# 400 probes average their worst 12), what a stall costs in proportion to the share of the run it
+# could have touched (load/validity.py)
 TAIL_FRACTION = 0.025
 TAIL_MIN_PROBES = 12
+TAIL_MAX_FRACTION = 0.03
 
 
 Hist = tuple[tuple[int, int], ...]  # (bin, count), bins 32 a decade from 1 us (load/health.py: _bin)
@@ -109,8 +111,9 @@ def event_weighted(read_ns: list[int], lags_ns: list[int], events_ns: list[int],
 
 def tail_fraction(n: int) -> float:
     """The share of a run's probes the judged lag averages: :data:`TAIL_FRACTION`, or
-    :data:`TAIL_MIN_PROBES` of ``n`` when that is more (all of a run shorter than that)."""
-    return min(1.0, max(TAIL_FRACTION, TAIL_MIN_PROBES / n)) if n > 0 else math.nan
+    :data:`TAIL_MIN_PROBES` of ``n`` when that is more, up to :data:`TAIL_MAX_FRACTION` (a short
+    run's tail is not diluted: 3% of 100 probes is the worst 3, where a P99 is the second worst)."""
+    return min(TAIL_MAX_FRACTION, max(TAIL_FRACTION, TAIL_MIN_PROBES / n)) if n > 0 else math.nan
 
 
 def tail_mean(values: Sequence[float], weights: Sequence[float] | None = None, n: int | None = None) -> float:

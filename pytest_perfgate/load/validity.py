@@ -8,7 +8,7 @@ threshold (5%: 7.5 ms for a 150 ms TTFT P99 gate, 1 ms for a 20 ms ITL P99 gate)
 invalid for that gate when the loop lag exceeds it (except for a pass of a max gate on TTFT or E2E,
 which a late read only lengthens: :data:`LONGER_ONLY`), or the send lag's P99 exceeds it and 5% of
 the schedule's mean gap (:func:`send_allowance`). The loop lag judged is the **mean of the run's
-worst 2.5%** (at least 12 probes; over time or over the run's events, the larger: :func:`judged_lag`),
+worst 2.5%** (12 probes or more, up to 3%; over time or over the run's events, the larger: :func:`judged_lag`),
 not its P99: a stall counts in proportion to the share of the run it could have touched, so a few
 probes either way move it a little, where they move a P99 read from ~20 tail probes a lot (rare
 1.5 ms stalls in a 2 s run: 7.6% false invalid by the P99, 0.2% by the tail mean).

@@ -8,7 +8,7 @@ real probe. The allowed error is 1 ms (a 20 ms ITL P99 gate). A stall of S ms ov
 the time gives a lag P99 of S (1 - 0.01 / f): healthy clients have a true lag P99 of half the
 allowance; starved ones of twice it (the client's error at 10% of the threshold), from frequent
 short stalls to rare long ones. Each case runs through the real detector (``ClientHealth.of``,
-``invalid_cause``), which judges the mean of the run's worst 2.5% of probes (at least 12).
+``invalid_cause``), which judges the mean of the run's worst 2.5% of probes (12 or more, up to 3%).
 
 Before that rule the detector judged the lag's P99 itself: rare 1.5 ms stalls on 1.5% of a 2 s run
 (20 stalls, ~6 probes in them) were called invalid 7.6% of the time, and 4 ms stalls on 2% of it
