@@ -51,13 +51,13 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, uvloop: bool) -> None:
+    def __init__(self, uvloop: bool, ttft: float = 0.0, itl: float = 0.0) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         code = ("import sys, uvloop; uvloop.install(); " if uvloop else "import sys; ") + (
             "from pytest_perfgate.calib.scripted_server import main; main(sys.argv[1:])")
         self.proc = subprocess.Popen(
-            [PY, "-c", code, "--port", str(self.port), "--ttft", "0", "--itl", "0"],
+            [PY, "-c", code, "--port", str(self.port), "--ttft", str(ttft), "--itl", str(itl)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT,
         )
         line = self.proc.stdout.readline().decode() if self.proc.stdout else ""

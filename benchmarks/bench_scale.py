@@ -15,11 +15,16 @@ processes (load/workers.py), and for each (streams, workers):
 One table; ratios are to one process at the same streams. Usage::
 
     python benchmarks/bench_scale.py [--quick] [--streams 64,256,1024,4096] [--workers 1,2,auto]
+                                     [--peers [--peer-streams 64,256] [--peer-rounds 2]]
 
 On the 2-core machine this project develops on, the server and the client share two cores: workers
 cannot show more than ~2x there (and less, since the server needs one). ``scripts/gpu-check.sh``
-runs it on the 16-core GPU host (workers 1 / 4 / 8 / auto). guidellm and AIPerf are not driven
-side by side here (not installed on this machine).
+runs it on the 16-core GPU host (workers 1 / 4 / 8 / auto).
+
+``--peers`` adds, in the same run, a second table: perfgate, guidellm and AIPerf at the same streams
+against one scripted server (ttft 5 ms, itl 2 ms, 50 chunks), each peer in its own venv
+(``bash benchmarks/peers_setup.sh``: ``build/peers/``, git-ignored), the timestamp error from each
+tool's own per-request export (``benchmarks/bench_peers.py`` says how), ratios to perfgate with 1 worker.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ def measure(srv: ServerProcess, eng: OpenAIEngine, streams: int, workers: int) -
         out[f"{name}_p99_ms"] = float(np.percentile(xs, 99)) if xs else math.nan
     h = res.health
     out["lag_p99_ms"] = h.loop_lag_p99 * 1e3 if h is not None else math.nan
+    out["lag_tail_ms"] = h.loop_lag_tail * 1e3 if h is not None else math.nan
     out["invalid"] = float(h is not None and invalid_cause(ITL_GATE, h, workers) is not None)
     return out
 
@@ -86,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="64 and 256 streams, workers 1 and 2")
     ap.add_argument("--streams", default="64,256,1024,4096")
     ap.add_argument("--workers", default="1,2,auto")
+    ap.add_argument("--peers", action="store_true", help="also guidellm and AIPerf (benchmarks/peers_setup.sh)")
+    ap.add_argument("--peer-streams", default="", help="streams for the peers' table (default: --streams)")
+    ap.add_argument("--peer-rounds", type=int, default=2, help="requests per stream in the peers' table")
     ns = ap.parse_args(argv)
     streams = [64, 256] if ns.quick else [int(s) for s in ns.streams.split(",")]
     workers = [1, 2] if ns.quick else list(dict.fromkeys(resolve_workers(w) for w in ns.workers.split(",")))
@@ -94,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     srv = ServerProcess(uvloop=False)
     eng = OpenAIEngine("scale", {"base_url": srv.base_url, "model": "scripted", "timeout": 120})
     head = ("streams", "workers", "events/s", "x 1 worker", "TTFT err P50/P99 ms", "ITL err P50/P99 ms",
-            "loop lag P99 ms", "20 ms ITL gate", "failed")
+            "loop lag P99 / tail mean ms", "20 ms ITL gate", "failed")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head), flush=True)
     try:  # each row as soon as it is measured (a time limit keeps the rows done)
@@ -106,12 +115,18 @@ def main(argv: list[str] | None = None) -> int:
                 base = base or m
                 print(f"| {s} | {w} | {m['events_s']:,.0f} | {m['events_s'] / base['events_s']:.2f} | "
                       f"{m['ttft_p50_ms']:.2f} / {m['ttft_p99_ms']:.2f} | {m['itl_p50_ms']:.2f} / {m['itl_p99_ms']:.2f} | "
-                      f"{m['lag_p99_ms']:.2f} | {'INVALID' if m['invalid'] else 'valid'} | {m['failed']:.0f} |", flush=True)
+                      f"{m['lag_p99_ms']:.2f} / {m['lag_tail_ms']:.2f} | {'INVALID' if m['invalid'] else 'valid'} | {m['failed']:.0f} |", flush=True)
     finally:
         eng.stop()
         srv.stop()
     print(f"(ratios to 1 worker at the same streams; {usable_cores()} usable cores shared with the server: "
           "workers cannot show more than ~cores x)")
+    if ns.peers:
+        from bench_peers import run as peers
+
+        pstreams = [int(s) for s in ns.peer_streams.split(",")] if ns.peer_streams else streams
+        print(f"\nperfgate vs guidellm vs AIPerf, streams {pstreams}, {ns.peer_rounds} requests per stream:", flush=True)
+        print("\n".join(peers(pstreams, ns.peer_rounds, [w for w in workers if w <= 2] or [1])), flush=True)
     return 0
 
 

@@ -146,7 +146,8 @@ class ScriptedServer:
 
     # -- ground truth ------------------------------------------------------------------------
     def ground_truth(self) -> list[dict[str, Any]]:
-        """One dict per request: id, client id, received_ns, chunk_ns, chunk_tokens, done_ns."""
+        """One dict per request: id, client id, the client's X-Request-ID header (request_id),
+        received_ns, chunk_ns, chunk_tokens, done_ns."""
         with self._lock:
             return [dict(t) for t in self._truth]
 
@@ -213,14 +214,16 @@ class ScriptedServer:
                     self.headers_seen.append(headers)
                 if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
                     raise Reply(401, orjson.dumps({"error": {"message": "invalid api key", "code": 401}}))
-                return await self._generate(path.endswith("chat/completions"), body, received_ns, writer)
+                return await self._generate(path.endswith("chat/completions"), body, received_ns, writer,
+                                            headers.get("x-request-id"))
             raise Reply(404, orjson.dumps({"detail": "Not Found"}))
         except Reply as r:
             writer.write(head(r.status, r.ctype, len(r.body)) + r.body)
             await writer.drain()
             return True
 
-    async def _generate(self, chat: bool, body: bytes, received_ns: int, writer: asyncio.StreamWriter) -> bool:
+    async def _generate(self, chat: bool, body: bytes, received_ns: int, writer: asyncio.StreamWriter,
+                        request_id: str | None = None) -> bool:
         try:
             req = orjson.loads(body)
             rejected = strict_error(req, chat) if self.strict else None
@@ -229,7 +232,7 @@ class ScriptedServer:
             script = self.script.with_overrides({"fault": "no_done"} if self.strict else req.get("perfgate") or {})
         except (orjson.JSONDecodeError, ValueError, TypeError, AttributeError) as e:
             raise Reply(400, orjson.dumps({"error": {"message": f"bad request: {e}", "code": 400}})) from None
-        a = self._answer(chat, req, script, received_ns)
+        a = self._answer(chat, req, script, received_ns, request_id)
         if script.fault == "status":
             raise Reply(script.status, orjson.dumps({"error": {"message": script.body, "code": script.status}}))
         if script.fault == "hang":
@@ -239,8 +242,11 @@ class ScriptedServer:
             return await whole(a, writer)
         return await stream(a, self.model, writer, self.counters)
 
-    def _answer(self, chat: bool, req: dict[str, Any], script: Script, received_ns: int) -> Answer:
-        """The request's answer, its ground-truth record added."""
+    def _answer(self, chat: bool, req: dict[str, Any], script: Script, received_ns: int,
+                request_id: str | None = None) -> Answer:
+        """The request's answer, its ground-truth record added (``request_id``: the client's
+        ``X-Request-ID`` header, at most 128 characters: how a client that sends no ``perfgate``
+        object, AIPerf, names its requests)."""
         max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         prompt_tokens = script.prompt_tokens
         if prompt_tokens is None:
@@ -251,7 +257,7 @@ class ScriptedServer:
             truth: dict[str, Any] = {
                 "id": rid, "client_id": script.id, "received_ns": received_ns, "chunk_ns": [],
                 "chunk_tokens": [], "done_ns": None, "fault": script.fault,
-                "prompt_tokens": prompt_tokens,
+                "prompt_tokens": prompt_tokens, "request_id": request_id[:128] if request_id else None,
             }
             self._truth.append(truth)
         return Answer(chat, req, script, script.chunk_tokens(max_tokens), truth)

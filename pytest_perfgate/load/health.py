@@ -26,13 +26,19 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..contract import clock
 
 PROBE_INTERVAL_S = 0.005  # 200 probes a second: a 10 s run has 2,000 (its P99 rests on 20)
+# the lag validity judges: the mean over the run's worst 2.5% (12 probes or more, up to 3%: a 2 s run's
+# 400 probes average their worst 12), what a stall costs in proportion to the share of the run it
+# could have touched (load/validity.py)
+TAIL_FRACTION = 0.025
+TAIL_MIN_PROBES = 12
+TAIL_MAX_FRACTION = 0.03
 
 
 Hist = tuple[tuple[int, int], ...]  # (bin, count), bins 32 a decade from 1 us (load/health.py: _bin)
@@ -62,6 +68,11 @@ def hist_quantile(h: Hist, q: float) -> float:
         if cum >= need:
             return 1e-6 * 10 ** (b / 32)
     return math.nan
+
+
+def hist_tail(h: Hist, n: int | None = None) -> float:
+    """:func:`tail_mean` of a pooled histogram, in seconds (its bins' upper edges: never low)."""
+    return tail_mean([1e-6 * 10 ** (b / 32) for b, _ in h], [c for _, c in h], n if n is not None else sum(c for _, c in h))
 
 
 def _pooled(hists: list[Hist]) -> Hist:
@@ -98,6 +109,34 @@ def event_weighted(read_ns: list[int], lags_ns: list[int], events_ns: list[int],
     return float(np.asarray(lags_ns)[order][min(k, len(order) - 1)]) / 1e9
 
 
+def tail_fraction(n: int) -> float:
+    """The share of a run's probes the judged lag averages: :data:`TAIL_FRACTION`, or
+    :data:`TAIL_MIN_PROBES` of ``n`` when that is more, up to :data:`TAIL_MAX_FRACTION` (a short
+    run's tail is not diluted: 3% of 100 probes is the worst 3, where a P99 is the second worst)."""
+    return min(TAIL_MAX_FRACTION, max(TAIL_FRACTION, TAIL_MIN_PROBES / n)) if n > 0 else math.nan
+
+
+def tail_mean(values: Sequence[float], weights: Sequence[float] | None = None, n: int | None = None) -> float:
+    """The mean of the worst :func:`tail_fraction` (of ``n`` probes, default ``len(values)``) of
+    ``values`` (``weights``: what each stands for, e.g. events or a histogram's counts), in their own
+    unit; NaN when empty. A single order statistic (a P99 read from ~20 probes in the tail) swings with
+    a few probes either way; the tail's mean counts every stall in proportion to its share."""
+    if not len(values):
+        return math.nan
+    import numpy as np
+
+    x = np.asarray(values, dtype=np.float64)
+    w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.sum() <= 0:
+        return math.nan
+    order = np.argsort(-x)
+    x, w = x[order], w[order]
+    need = tail_fraction(n if n is not None else len(values)) * w.sum()
+    before = np.concatenate(([0.0], np.cumsum(w)[:-1]))
+    take = np.clip(need - before, 0.0, w)  # the boundary value counts in part
+    return float((x * take).sum() / take.sum())
+
+
 def _quantile(values_ns: list[int], q: float) -> float:
     """The empirical order statistic X_(ceil(nq)) in seconds, NaN when empty."""
     if not values_ns:
@@ -127,20 +166,26 @@ class ClientHealth:
     lag_hist: Hist = ()
     event_hist: Hist = ()
     send_hist: Hist = ()
+    # the lag validity judges (:func:`tail_mean`: over time or over events, the larger); NaN in
+    # figures from before it (validity then judges the P99)
+    loop_lag_tail: float = math.nan
 
     @classmethod
     def of(cls, loop_lags_ns: list[int], send_lags_ns: list[int], cpu_s: float, wall_s: float,
            send_gap_s: float = math.nan, over_events: float = math.nan, weights: list[int] | None = None) -> ClientHealth:
         """``over_events``: the lag P99 over the run's events (:func:`event_weighted`; ``weights``:
-        :func:`event_weights`); the loop lag P99 is the larger of it and the P99 over time."""
+        :func:`event_weights`); the loop lag P99 is the larger of it and the P99 over time, and so is
+        its tail mean."""
         p99 = _quantile(loop_lags_ns, 0.99)
         if not math.isnan(over_events) and not math.isnan(p99):
             p99 = max(p99, over_events)
+        tails = [tail_mean(loop_lags_ns), tail_mean(loop_lags_ns, weights, len(loop_lags_ns)) if weights else math.nan]
+        tail = max((t / 1e9 for t in tails if not math.isnan(t)), default=math.nan)
         return cls(_quantile(loop_lags_ns, 0.5), p99,
                    max(loop_lags_ns) / 1e9 if loop_lags_ns else math.nan, len(loop_lags_ns),
                    _quantile(send_lags_ns, 0.99), max(send_lags_ns) / 1e9 if send_lags_ns else math.nan,
                    len(send_lags_ns), cpu_s / wall_s if wall_s > 0 else math.nan, wall_s, 1, send_gap_s,
-                   hist(loop_lags_ns), hist(loop_lags_ns, weights) if weights else (), hist(send_lags_ns))
+                   hist(loop_lags_ns), hist(loop_lags_ns, weights) if weights else (), hist(send_lags_ns), tail)
 
     @classmethod
     def worst(cls, parts: Iterable[ClientHealth]) -> ClientHealth:
@@ -154,8 +199,11 @@ class ClientHealth:
             lag, ev, sends = (_pooled([getattr(p, k) for p in ps]) for k in ("lag_hist", "event_hist", "send_hist"))
             p99 = max((x for x in (hist_quantile(lag, 0.99), hist_quantile(ev, 0.99)) if not math.isnan(x)),
                       default=math.nan)
+            n = sum(c for _, c in lag)
+            tail = max((x for x in (hist_tail(lag), hist_tail(ev, n) if ev else math.nan) if not math.isnan(x)),
+                       default=math.nan)
             one = cls.worst([replace(p, lag_hist=()) for p in ps])
-            return replace(one, loop_lag_p50=hist_quantile(lag, 0.5), loop_lag_p99=p99,
+            return replace(one, loop_lag_p50=hist_quantile(lag, 0.5), loop_lag_p99=p99, loop_lag_tail=tail,
                            send_lag_p99=hist_quantile(sends, 0.99), lag_hist=lag, event_hist=ev, send_hist=sends)
 
         def w(key: str) -> float:
@@ -164,7 +212,8 @@ class ClientHealth:
 
         return cls(w("loop_lag_p50"), w("loop_lag_p99"), w("loop_lag_max"), sum(p.probes for p in ps),
                    w("send_lag_p99"), w("send_lag_max"), sum(p.sends for p in ps), w("cpu_share"),
-                   max(p.wall_s for p in ps), max(p.workers for p in ps), w("send_gap"))
+                   max(p.wall_s for p in ps), max(p.workers for p in ps), w("send_gap"),
+                   loop_lag_tail=w("loop_lag_tail"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -189,7 +238,8 @@ class ClientHealth:
         return cls(num("loop_lag_p50"), num("loop_lag_p99"), num("loop_lag_max"), int(num("probes") if d.get("probes") else 0),
                    num("send_lag_p99"), num("send_lag_max"), int(num("sends") if d.get("sends") else 0),
                    num("cpu_share"), num("wall_s") if d.get("wall_s") else 0.0, int(num("workers")) if d.get("workers") else 1,
-                   num("send_gap"), hist_of("lag_hist"), hist_of("event_hist"), hist_of("send_hist"))
+                   num("send_gap"), hist_of("lag_hist"), hist_of("event_hist"), hist_of("send_hist"),
+                   num("loop_lag_tail"))
 
     def text(self) -> str:
         """``loop lag P50/P99/max 0.08/0.4/2.1 ms (2,000 probes), send lag P99 0.1 ms, CPU 35%``."""
@@ -197,6 +247,8 @@ class ClientHealth:
             return "n/a" if math.isnan(x) else f"{x * 1e3:.3g}"
 
         out = f"loop lag P50/P99/max {ms(self.loop_lag_p50)}/{ms(self.loop_lag_p99)}/{ms(self.loop_lag_max)} ms ({self.probes:,} probes)"
+        if not math.isnan(self.loop_lag_tail):
+            out += f", tail mean {ms(self.loop_lag_tail)} ms"
         if self.sends:
             out += f", send lag P99/max {ms(self.send_lag_p99)}/{ms(self.send_lag_max)} ms"
         if not math.isnan(self.cpu_share):
