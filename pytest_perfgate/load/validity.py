@@ -7,7 +7,9 @@ time; or a goodput gate's SLO limits) tolerates a client error of :data:`ALLOWED
 threshold (5%: 7.5 ms for a 150 ms TTFT P99 gate, 1 ms for a 20 ms ITL P99 gate). The run is
 invalid for that gate when the loop lag's P99 exceeds it (except for a pass of a max gate on TTFT or
 E2E, which a late read only lengthens: :data:`LONGER_ONLY`), or the send lag's P99 exceeds it and 5%
-of the schedule's mean gap (:func:`send_allowance`): **invalid is raised
+of the schedule's mean gap (:func:`send_allowance`), or (workers on several hosts, load/ray_workers.py)
+a host's clock-offset uncertainty exceeds that same send allowance (its share of the schedule may
+start that much early or late against the others'): **invalid is raised
 before the client's error reaches 10% of the threshold** (the 2x margin covers the P99 of a few
 hundred probes reading low: tests/load/test_validity_sim.py measures the false-invalid and miss
 rates). Rates, counters and comparison gates are not judged (their client error is not a time).
@@ -108,22 +110,27 @@ def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = 
     limit, what = allowed
     loop_lag = math.nan if _lag_cannot_flip(gate, outcome) else h.loop_lag_p99
     over = [(f"loop lag P99 {_ms(h.loop_lag_p99)}", loop_lag, limit),
-            (f"send lag P99 {_ms(h.send_lag_p99)}", h.send_lag_p99, send_allowance(limit, h))]
+            (f"send lag P99 {_ms(h.send_lag_p99)}", h.send_lag_p99, send_allowance(limit, h)),
+            # hosts whose clocks are known to +-u start their shares of the schedule up to u apart
+            (f"clock offset uncertainty {_ms(h.clock_uncertainty)}", h.clock_uncertainty, send_allowance(limit, h))]
     over = [(name, x, lim) for name, x, lim in over if math.isfinite(x) and x > lim]
     if not over:
         return None
     figures = ", ".join(name + (f" (> {_ms(lim)}: {ALLOWED_FRACTION:.0%} of the {_ms(h.send_gap)} mean gap)"
                                 if lim > limit else "") for name, _, lim in over)
     cpu = f"; client loop CPU {h.cpu_share * 100:.0f}%" if math.isfinite(h.cpu_share) else ""
+    fix = f"set workers = {suggested_workers(h, workers)} (or lower the load)"
+    if all(name.startswith("clock") for name, _, _ in over):
+        fix = "put the client hosts on a faster link to the coordinator (or run the workers on one host)"
     return (f"client did not keep up: {figures} > {_ms(limit)} allowed for {what} "
-            f"({ALLOWED_FRACTION:.0%} of it){cpu}: set workers = {suggested_workers(h, workers)} "
-            "(or lower the load)")
+            f"({ALLOWED_FRACTION:.0%} of it){cpu}: {fix}")
 
 
 def figures(h: ClientHealth, limit: float) -> dict[str, float]:
     """The verdict details of an invalid verdict (seconds, a fraction)."""
     out = {"client_allowed_s": limit, "client_loop_lag_p99_s": h.loop_lag_p99,
-           "client_send_lag_p99_s": h.send_lag_p99, "client_cpu_share": h.cpu_share}
+           "client_send_lag_p99_s": h.send_lag_p99, "client_cpu_share": h.cpu_share,
+           "client_clock_uncertainty_s": h.clock_uncertainty}
     return {k: v for k, v in out.items() if math.isfinite(v)}
 
 
