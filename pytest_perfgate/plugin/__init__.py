@@ -106,11 +106,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _workers(option: str | None, setting: int | str) -> int | RayWorkers:
-    """Client worker processes of every load run (or a Ray cluster's): ``--perfgate-workers``, else
-    ``[perfgate] workers``."""
+    """Client worker processes of every load run (or a Ray cluster's): ``--perfgate-workers``, else ``[perfgate] workers``."""
     from ..load.schedule import LoadConfigError
     from ..load.workers import resolve_workers
-
     try:
         return resolve_workers(option if option is not None else setting)
     except LoadConfigError as e:

@@ -5,6 +5,7 @@ namespace are gone afterwards."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -105,7 +106,7 @@ def _wait_for_nodes(address: str, n: int) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
-            ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
             break
         except Exception:  # the head is not up yet
             if time.monotonic() > deadline:
