@@ -147,6 +147,8 @@ class Engines:
         tok = eng.tokenizer() if cfg.warmup and requests and isinstance(requests[0].prompt, tuple) else None
         warm = warmup_prompts(requests, cfg.warmup, tok) if cfg.warmup else None
         run = run_load(eng, requests, cfg, progress_printer(self._logged.say, eng.name), stop, slos=slos, warmup=warm)
+        for h in run.worker_health if cfg.ray is not None else ():  # workers on other hosts: their clocks
+            self._logged.say(f"perfgate: [{eng.name}] client worker on {h.text()}")
         if keep_as is not None:
             self.runs.keep(keep_as, run, requests)
         return run

@@ -170,3 +170,47 @@ def test_a_loosely_known_host_clock_makes_timing_gates_invalid(tmp_path: Path) -
     cause = invalid_cause(g, loose)
     assert cause is not None and "clock offset uncertainty 4 ms > 1 ms allowed for itl p99 at 20 ms" in cause
     assert "faster link" in cause and "set workers" not in cause
+
+
+def test_the_session_setting_sends_runs_to_the_cluster_and_says_each_hosts_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_perfgate.load.runner as runner
+    from pytest_perfgate.contract import Request
+    from pytest_perfgate.load.result import RunResult
+    from pytest_perfgate.plugin import _workers
+    from pytest_perfgate.session.lab import Engines
+    from pytest_perfgate.session.runs import Runs
+
+    assert _workers("ray://h:6379", 1) == RayWorkers("h:6379", 1)
+    assert _workers(None, "ray://auto?per_node=2") == RayWorkers("auto", 2)
+    with pytest.raises(pytest.UsageError, match="--perfgate-workers ray://h: .*a Ray cluster is"):
+        _workers("ray://h", 1)
+    said: list[str] = []
+    seen: list[LoadConfig] = []
+
+    class Eng:
+        name = "e"
+
+        def worker_spec(self) -> Any:
+            return None
+
+    class Logged:
+        def get(self, name: str) -> Any:
+            return Eng()
+
+        def say(self, msg: str) -> None:
+            said.append(msg)
+
+    def fake_run_load(engine: Any, requests: Any, config: LoadConfig, *a: Any, **k: Any) -> RunResult:
+        seen.append(config)
+        return RunResult(records=[], config=config, worker_health=[ClientHealth(probes=3, host="10.0.0.7", clock_offset=1e-5,
+                                                                    clock_uncertainty=3e-4)])
+
+    monkeypatch.setattr(runner, "run_load", fake_run_load)
+    engines = Engines(Logged(), None, {}, Runs())  # type: ignore[arg-type]
+    engines.workers = RayWorkers("auto", 2)
+    engines.run("e", [Request(prompt="a", max_tokens=2)], LoadConfig(mode="concurrency", concurrency=4))
+    assert (seen[-1].ray, seen[-1].per_node, seen[-1].workers) == ("auto", 2, 1)
+    assert said == ["perfgate: [e] client worker on 10.0.0.7: loop lag P50/P99/max n/a/n/a/n/a ms (3 probes), "
+                    "clock offset +0.01 ± 0.3 ms"]
+    engines.run("e", [Request(prompt="a", max_tokens=2)], LoadConfig())  # one at a time: this process
+    assert seen[-1].ray is None and len(said) == 1
