@@ -214,8 +214,12 @@ def run_ray(engine: Engine, requests: Sequence[Request], config: LoadConfig, pro
         run_sync(home.warm_up())
         before = run_sync(home._counters())
         for link, (part, cfg) in zip(links, parts, strict=True):
-            link.measure()
-            link.begin({"engine": spec(), "requests": list(requests), "config": cfg, "part": part})
+            try:
+                link.measure()
+                link.begin({"engine": spec(), "requests": list(requests), "config": cfg, "part": part})
+            except Exception as e:  # its requests fail with the cause; the other hosts run
+                first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
+                inbox.put((link.k, ("failed", f"Ray actor on {link.host} did not start: {type(e).__name__}: {first}")))
         return _collect(links, parts, inbox, home, replace(config, workers=len(parts)), progress, stop, before,
                         margin_ns=START_MARGIN_NS)
     finally:

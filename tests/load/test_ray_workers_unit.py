@@ -94,7 +94,7 @@ class FakeActor:
         self.told: list[Any] = []
         for name in ("now", "begin", "poll", "cause", "end"):
             setattr(self, name, _Call(getattr(host, name)))
-        self.tell = _Call(self.told.append)
+        self.tell = _Call(lambda msg: (self.told.append(msg), host.tell(msg)))
 
 
 class FakeRay:
@@ -214,3 +214,89 @@ def test_the_session_setting_sends_runs_to_the_cluster_and_says_each_hosts_clock
                     "clock offset +0.01 ± 0.3 ms"]
     engines.run("e", [Request(prompt="a", max_tokens=2)], LoadConfig())  # one at a time: this process
     assert seen[-1].ray is None and len(said) == 1
+
+
+def test_a_host_whose_actor_never_starts_fails_its_share_with_the_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake Ray whose actor on the second node cannot start (its package missing there): that
+    node's requests fail naming it; the first node's worker (a real local worker process) runs."""
+    import sys
+    import types
+
+    from pytest_perfgate.contract import Request
+    from pytest_perfgate.load import ray_workers
+    from pytest_perfgate.load.runner import run_load
+
+    class Actor:
+        def __init__(self, node: str) -> None:
+            self.node = node
+
+        def options(self, scheduling_strategy: Any) -> Any:
+            return Actor(scheduling_strategy.node_id)
+
+        def remote(self) -> Any:
+            if self.node == "n2":
+                return BrokenActor()
+            return FakeActor(Host())
+
+    class BrokenActor:
+        def __getattr__(self, name: str) -> Any:
+            def fail(*a: Any) -> Any:
+                raise RuntimeError("ModuleNotFoundError: No module named 'pytest_perfgate'\nTraceback ...")
+            return types.SimpleNamespace(remote=fail)
+
+    class Ray(FakeRay):
+        def is_initialized(self) -> bool:
+            return True
+
+        def nodes(self) -> list[dict[str, Any]]:
+            return [{"NodeID": "n1", "NodeManagerAddress": "10.0.0.1", "Alive": True},
+                    {"NodeID": "n2", "NodeManagerAddress": "10.0.0.2", "Alive": True},
+                    {"NodeID": "n3", "NodeManagerAddress": "10.0.0.3", "Alive": False}]
+
+        def remote(self, **kw: Any) -> Any:
+            return lambda cls: Actor("")
+
+    strategies = types.ModuleType("ray.util.scheduling_strategies")
+    strategies.NodeAffinitySchedulingStrategy = lambda node_id, soft: types.SimpleNamespace(node_id=node_id)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
+    monkeypatch.setattr(ray_workers, "_ray", Ray)
+
+    class Eng:
+        name, kind = "e", "fake"
+
+        def worker_spec(self) -> Any:
+            return ("tests.load.test_ray_workers_unit:NullEngine", "e", {}, {"started": True})
+
+        def info(self) -> dict[str, Any]:
+            return {}
+
+        async def counters(self) -> dict[str, float]:
+            return {}
+
+    res = run_load(Eng(), [Request(prompt="a", max_tokens=2)] * 6,  # type: ignore[arg-type]
+                   LoadConfig(mode="concurrency", concurrency=2, ray="auto"))
+    by_host = {r.index: (r.host, r.error) for r in res.measured}
+    assert sorted(by_host) == list(range(6))
+    assert all(h == "10.0.0.1" and e is None for i, (h, e) in by_host.items() if i % 2 == 0), by_host
+    lost = [e for i, (_, e) in by_host.items() if i % 2 == 1]
+    assert all(e and "Ray actor on 10.0.0.2 did not start: RuntimeError: ModuleNotFoundError" in e and "\n" not in e
+               for e in lost), lost
+    assert [h.host for h in res.worker_health] == ["10.0.0.1"]
+
+
+class NullEngine:
+    """Answers every request at once with one chunk (a worker process builds it from its spec)."""
+
+    def __init__(self, name: str, args: dict[str, Any]) -> None:
+        self.name = name
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    async def generate(self, request: Any, record: RequestRecord, clock: Any) -> None:
+        record.sent_ns = clock()
+        record.chunk_ns, record.chunk_tokens = [clock()], [1]
+        record.end_ns, record.output_tokens = clock(), 1
