@@ -94,7 +94,12 @@ class FakeActor:
         self.told: list[Any] = []
         for name in ("now", "begin", "poll", "cause", "end"):
             setattr(self, name, _Call(getattr(host, name)))
-        self.tell = _Call(lambda msg: (self.told.append(msg), host.tell(msg)))
+        self.host = host
+        self.tell = _Call(self._tell)
+
+    def _tell(self, msg: Any) -> None:
+        self.told.append(msg)
+        self.host.tell(msg)
 
 
 class FakeRay:
