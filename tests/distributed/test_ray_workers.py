@@ -160,6 +160,8 @@ def temp() -> Iterator[str]:
 
 
 def test_workers_on_two_hosts_through_ray(temp: str) -> None:
+    if _own_ip().startswith("127."):
+        pytest.skip("no default route: the namespace could not reach a Ray head on this machine's address")
     mine = f"{netns.PREFIX}-{os.getpid()}-"
     reqs = [Request(prompt=f"hello {i}", max_tokens=8, tag="t") for i in range(10)]
     t0 = time.monotonic()
