@@ -85,6 +85,7 @@ class RequestRecord:
     finish_reason: str | None = None
     error: _Cause = _Cause()  # str | None, cleaned as set: short cause, e.g. "HTTP 400: ...", "timeout", "stream ended without [DONE]"
     warmup: bool = False
+    host: str = ""  # the client host that sent it (workers on a Ray cluster, load/ray_workers.py); "": this one
 
     @property
     def ok(self) -> bool:

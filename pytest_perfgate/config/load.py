@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -103,14 +104,33 @@ def _settings(c: Checker, st: Mapping[str, Any], confidence: float | None) -> Se
     return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate, validity, _workers(c, st))
 
 
+_RAY_ADDR = re.compile(r"^(auto|[A-Za-z0-9_.-]+:[0-9]{1,5})$")
+
+
 def _workers(c: Checker, st: Mapping[str, Any]) -> int | str:
-    """[perfgate] workers: a positive integer or "auto" (usable cores - 1, at least 1)."""
+    """[perfgate] workers: a positive integer, "auto" (usable cores - 1, at least 1), a Ray cluster
+    (``{ ray = "auto" | "HOST:PORT", per_node = N }``, or ``"ray://HOST:PORT"``): that one as
+    ``ray://ADDRESS?per_node=N`` (load/schedule.py's ``parse_ray``)."""
     w = st.get("workers", 1)
     if w == "auto":
         return "auto"
     if isinstance(w, int) and not isinstance(w, bool) and w >= 1:
         return int(w)
-    raise c.err("perfgate", "workers", f'must be a positive integer or "auto", got {w!r}')
+    if isinstance(w, str) and w.startswith("ray://"):
+        url, _, n_text = w[len("ray://"):].partition("?per_node=")
+        w = {"ray": url, **({"per_node": n_text} if n_text else {})}
+    if isinstance(w, Mapping):
+        extra = sorted(set(w) - {"ray", "per_node"})
+        if extra:
+            raise c.err("perfgate", f"workers.{extra[0]}", 'unknown key (a Ray cluster: workers = { ray = "auto", per_node = N })')
+        addr: Any = w.get("ray")
+        n = w.get("per_node", 1)
+        if not isinstance(addr, str) or not _RAY_ADDR.match(addr) or (addr != "auto" and not 0 < int(addr.rsplit(":", 1)[1]) < 65536):
+            raise c.err("perfgate", "workers.ray", f'must be "auto" or "HOST:PORT" (the Ray cluster), got {addr!r}')
+        if isinstance(n, str) and n.isdigit():
+            n = int(n)
+        return f"ray://{addr}?per_node={c.positive(n, 'perfgate', 'workers.per_node')}"
+    raise c.err("perfgate", "workers", f'must be a positive integer, "auto" or a Ray cluster ({{ ray = "auto", per_node = N }}), got {w!r}')
 
 
 def _check_phases(c: Checker, phases: Mapping[str, Phase]) -> None:

@@ -172,3 +172,60 @@ class NetnsHosts:
     def describe(self) -> str:
         link = self.shaping.describe() if self.shaping else "unshaped"
         return f"netns {self.ns_a} ({self.addr_a}) <-veth-> {self.ns_b} ({self.addr_b}), {link}"
+
+
+ROOT_ADDR, PEER_ADDR = "10.214.0.1", "10.214.0.2"
+
+
+class RootPeer:
+    """One host beside this one: a namespace joined to the **root** namespace by a veth pair (the
+    root end ``ROOT_ADDR``, the namespace end ``PEER_ADDR``, /30), its default route via the root
+    end, so that the namespace reaches every address of this machine (a Ray head on its default
+    address: load/ray_workers.py's test). ``with RootPeer(tag) as p: p.ns, p.exec(...)``."""
+
+    def __init__(self, tag: str = "") -> None:
+        pid = os.getpid()
+        t = re.sub(r"[^a-z0-9]", "", tag.lower())[:4]
+        self.ns = f"{PREFIX}-{pid}-{t}p"
+        self.dev_root, self.dev_peer = f"pg{pid}{t}r"[:15], f"pg{pid}{t}p"[:15]
+        self.root_addr, self.peer_addr = ROOT_ADDR, PEER_ADDR
+        self._up = False
+
+    def __enter__(self) -> RootPeer:
+        reason = unavailable_reason()
+        if reason:
+            raise NetnsError(reason)
+        clean_stale()
+        atexit.register(self.close)
+        self._up = True
+        try:
+            if self.ns in list_namespaces():
+                delete_namespace(self.ns)
+            _ip("ip", "link", "del", self.dev_root, check=False)
+            _ip("ip", "netns", "add", self.ns)
+            _ip(*self.exec("ip", "link", "set", "lo", "up"))
+            _ip("ip", "link", "add", self.dev_root, "type", "veth", "peer", "name", self.dev_peer, "netns", self.ns)
+            _ip("ip", "addr", "add", f"{self.root_addr}/30", "dev", self.dev_root)
+            _ip("ip", "link", "set", self.dev_root, "up")
+            _ip(*self.exec("ip", "addr", "add", f"{self.peer_addr}/30", "dev", self.dev_peer))
+            _ip(*self.exec("ip", "link", "set", self.dev_peer, "up"))
+            _ip(*self.exec("ip", "route", "add", "default", "via", self.root_addr))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def exec(self, *argv: str) -> list[str]:
+        """``argv`` run inside the namespace."""
+        return ["ip", "netns", "exec", self.ns, *argv]
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._up:
+            return
+        self._up = False
+        delete_namespace(self.ns)  # its veth end, and so the pair, goes with it
+        _ip("ip", "link", "del", self.dev_root, check=False)
+        atexit.unregister(self.close)

@@ -169,6 +169,11 @@ class ClientHealth:
     # the lag validity judges (:func:`tail_mean`: over time or over events, the larger); NaN in
     # figures from before it (validity then judges the P99)
     loop_lag_tail: float = math.nan
+    # a worker on another host (load/ray_workers.py): its node, its CLOCK_MONOTONIC minus the
+    # coordinator's and that offset's uncertainty (half the round trip it was measured on), seconds
+    host: str = ""
+    clock_offset: float = math.nan
+    clock_uncertainty: float = math.nan
 
     @classmethod
     def of(cls, loop_lags_ns: list[int], send_lags_ns: list[int], cpu_s: float, wall_s: float,
@@ -213,7 +218,7 @@ class ClientHealth:
         return cls(w("loop_lag_p50"), w("loop_lag_p99"), w("loop_lag_max"), sum(p.probes for p in ps),
                    w("send_lag_p99"), w("send_lag_max"), sum(p.sends for p in ps), w("cpu_share"),
                    max(p.wall_s for p in ps), max(p.workers for p in ps), w("send_gap"),
-                   loop_lag_tail=w("loop_lag_tail"))
+                   loop_lag_tail=w("loop_lag_tail"), clock_uncertainty=w("clock_uncertainty"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -239,7 +244,7 @@ class ClientHealth:
                    num("send_lag_p99"), num("send_lag_max"), int(num("sends") if d.get("sends") else 0),
                    num("cpu_share"), num("wall_s") if d.get("wall_s") else 0.0, int(num("workers")) if d.get("workers") else 1,
                    num("send_gap"), hist_of("lag_hist"), hist_of("event_hist"), hist_of("send_hist"),
-                   num("loop_lag_tail"))
+                   num("loop_lag_tail"), str(d.get("host") or "")[:200], num("clock_offset"), num("clock_uncertainty"))
 
     def text(self) -> str:
         """``loop lag P50/P99/max 0.08/0.4/2.1 ms (2,000 probes), send lag P99 0.1 ms, CPU 35%``."""
@@ -253,6 +258,11 @@ class ClientHealth:
             out += f", send lag P99/max {ms(self.send_lag_p99)}/{ms(self.send_lag_max)} ms"
         if not math.isnan(self.cpu_share):
             out += f", client loop CPU {self.cpu_share * 100:.0f}%"
+        if self.host:
+            out = f"{self.host}: {out}"
+        if not math.isnan(self.clock_uncertainty):
+            off = "n/a" if math.isnan(self.clock_offset) else f"{self.clock_offset * 1e3:+.3g}"
+            out += f", clock offset {off} ± {self.clock_uncertainty * 1e3:.3g} ms"
         return out + (f", {self.workers} workers (worst of each)" if self.workers > 1 else "")
 
 

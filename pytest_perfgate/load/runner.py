@@ -48,7 +48,11 @@ def run_load(
     config = config.sized(len(requests))
     warm = list(warmup) if warmup else warmup_prompts(requests, config.warmup)
     info = engine.info()
-    if config.workers > 1:  # worker processes (load/workers.py), else this process's event loop
+    if config.ray is not None:  # workers on the nodes of a Ray cluster (load/ray_workers.py)
+        from .ray_workers import run_ray
+
+        result = run_ray(engine, requests, config, progress, stop, _Run(engine, requests, config, progress, None, warm))
+    elif config.workers > 1:  # worker processes (load/workers.py), else this process's event loop
         from .workers import run_workers
 
         result = run_workers(engine, requests, config, progress, stop, _Run(engine, requests, config, progress, None, warm))

@@ -25,6 +25,7 @@ unconditioned renewal process: the rate varies from run to run as real traffic d
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -61,6 +62,9 @@ class LoadConfig:
     drain_seconds: float | None = None
     time_scale: float = 1.0  # mode "trace": send offsets are the trace's arrivals times this factor
     workers: int = 1  # client worker processes sharing the schedule (load/workers.py); 1: this process
+    # workers on the nodes of a Ray cluster (load/ray_workers.py): "auto" or "HOST:PORT"; None: local
+    ray: str | None = None
+    per_node: int = 1  # with ``ray``: worker actors on each alive node
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -88,6 +92,8 @@ class LoadConfig:
             raise LoadConfigError(f"drain_seconds must be >= 0, got {self.drain_seconds}")
         if not (isinstance(self.workers, int) and self.workers >= 1):
             raise LoadConfigError(f"workers must be an integer >= 1, got {self.workers!r} (\"auto\": load.workers.resolve_workers)")
+        if self.ray is not None:
+            parse_ray(f"ray://{self.ray}?per_node={self.per_node}")
         if self.drain_seconds is not None and self.max_seconds is None:
             raise LoadConfigError("drain_seconds needs max_seconds (the time budget it extends)")
 
@@ -108,6 +114,36 @@ class LoadConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RayWorkers:
+    """Client workers on a Ray cluster: its ``address`` (``"auto"``: the running cluster, else
+    ``HOST:PORT``) and ``per_node`` worker actors on each alive node (load/ray_workers.py)."""
+
+    address: str = "auto"
+    per_node: int = 1
+
+    @property
+    def url(self) -> str:
+        return f"ray://{self.address}?per_node={self.per_node}"
+
+
+_RAY = re.compile(r"^ray://(?P<addr>auto|[A-Za-z0-9_.-]+:[0-9]{1,5})(?:\?per_node=(?P<n>[^&]*))?$")
+
+
+def parse_ray(text: str) -> RayWorkers:
+    """``ray://auto`` / ``ray://HOST:PORT``, optionally ``?per_node=N``; a clear error otherwise."""
+    m = _RAY.match(text.strip())
+    if m is None:
+        raise LoadConfigError(f'workers {text!r}: a Ray cluster is "ray://auto" or "ray://HOST:PORT" '
+                              "(optionally ?per_node=N)")
+    addr, n = m["addr"], m["n"]
+    if addr != "auto" and not 0 < int(addr.rsplit(":", 1)[1]) < 65536:
+        raise LoadConfigError(f"workers {text!r}: port must be 1-65535")
+    if n is not None and not (n.isdigit() and int(n) >= 1):
+        raise LoadConfigError(f"workers {text!r}: per_node must be a positive integer, got {n!r}")
+    return RayWorkers(addr, int(n) if n is not None else 1)
 
 
 def send_offsets_ns(config: LoadConfig, n: int | None = None) -> npt.NDArray[np.int64] | None:

@@ -17,6 +17,8 @@ the sampling noise: tests/load/test_validity_sim.py measures the false-invalid a
 Rates, counters and comparison gates are not judged (their client error is not a time).
 A pass or fail whose bound is farther from the threshold than the run's worst loop lag stands
 (:func:`stands`: the client cannot have made it).
+Workers on several hosts (load/ray_workers.py): a host's clock-offset uncertainty over the send
+allowance makes the run invalid too (its share of the schedule may start that much early or late).
 
 An invalid verdict keeps its numbers (the raw verdict's observed value, bounds and n, not gated),
 names the figure, the allowed error, the gate and the fix, and counts like an error (exit 1, no
@@ -125,7 +127,9 @@ def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = 
     lag, lag_name = judged_lag(h)
     loop_lag = math.nan if _lag_cannot_flip(gate, outcome) else lag
     over = [(lag_name, loop_lag, limit),
-            (f"send lag P99 {_ms(h.send_lag_p99)}", h.send_lag_p99, send_allowance(limit, h))]
+            (f"send lag P99 {_ms(h.send_lag_p99)}", h.send_lag_p99, send_allowance(limit, h)),
+            # hosts whose clocks are known to +-u start their shares of the schedule up to u apart
+            (f"clock offset uncertainty {_ms(h.clock_uncertainty)}", h.clock_uncertainty, send_allowance(limit, h))]
     over = [(name, x, lim) for name, x, lim in over if math.isfinite(x) and x > lim]
     if not over:
         return None
@@ -135,6 +139,8 @@ def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = 
     fix = f"set workers = {suggested_workers(h, workers)} (or lower the load)"
     if math.isfinite(h.cpu_share) and h.cpu_share < STARVED_SHARE:  # the loop waited, it did not work
         fix = "other processes starved the client of CPU (more workers will not help): run on a quieter machine"
+    if all(name.startswith("clock") for name, _, _ in over):
+        fix = "put the client hosts on a faster link to the coordinator (or run the workers on one host)"
     return (f"client did not keep up: {figures} > {_ms(limit)} allowed for {what} "
             f"({ALLOWED_FRACTION:.0%} of it){cpu}: {fix}")
 
@@ -152,8 +158,9 @@ def stands(v: Verdict, gate: Gate, h: ClientHealth) -> bool:
     allowed = allowed_error(gate)
     if allowed is None or gate.slo:
         return False
-    if math.isfinite(h.send_lag_p99) and h.send_lag_p99 > send_allowance(allowed[0], h):
-        return False
+    for x in (h.send_lag_p99, h.clock_uncertainty):  # a late or misplaced send distorts the load itself
+        if math.isfinite(x) and x > send_allowance(allowed[0], h):
+            return False
     if (v.outcome == "pass") == (gate.direction == "max"):  # the claim: the statistic is under thr
         return v.upper + e < thr
     return v.lower - e > thr
@@ -163,7 +170,7 @@ def figures(h: ClientHealth, limit: float) -> dict[str, float]:
     """The verdict details of an invalid verdict (seconds, a fraction)."""
     out = {"client_allowed_s": limit, "client_loop_lag_p99_s": h.loop_lag_p99,
            "client_loop_lag_tail_s": h.loop_lag_tail, "client_send_lag_p99_s": h.send_lag_p99,
-           "client_cpu_share": h.cpu_share}
+           "client_cpu_share": h.cpu_share, "client_clock_uncertainty_s": h.clock_uncertainty}
     return {k: v for k, v in out.items() if math.isfinite(v)}
 
 

@@ -43,7 +43,7 @@ from .frames import receive, send
 from .health import ClientHealth
 from .replay import trace_offsets_ns
 from .result import RunResult
-from .schedule import LoadConfig, LoadConfigError, send_offsets_ns
+from .schedule import LoadConfig, LoadConfigError, RayWorkers, parse_ray, send_offsets_ns
 
 Progress = Callable[[int, int, float], None]
 Stop = Callable[[RunResult], bool]
@@ -72,16 +72,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def resolve_workers(spec: int | str) -> int:
-    """``N`` or ``"auto"`` (usable cores - 1, at least 1) as a worker count; a clear error otherwise."""
+def resolve_workers(spec: int | str) -> int | RayWorkers:
+    """``N`` or ``"auto"`` (usable cores - 1, at least 1) as a worker count, ``ray://...`` as the
+    Ray cluster's workers (load/ray_workers.py); a clear error otherwise."""
+    if isinstance(spec, str) and spec.strip().startswith("ray://"):
+        return parse_ray(spec)
     if spec == "auto":
         return max(1, usable_cores() - 1)
     try:
         n = int(spec)
     except (TypeError, ValueError):
-        raise LoadConfigError(f'workers must be a positive integer or "auto", got {spec!r}') from None
+        raise LoadConfigError(f'workers must be a positive integer, "auto" or "ray://HOST:PORT", got {spec!r}') from None
     if n < 1 or str(n) != str(spec).strip():
-        raise LoadConfigError(f'workers must be a positive integer or "auto", got {spec!r}')
+        raise LoadConfigError(f'workers must be a positive integer, "auto" or "ray://HOST:PORT", got {spec!r}')
     return n
 
 
@@ -192,9 +195,17 @@ def run_workers(engine: Engine, requests: Sequence[Request], config: LoadConfig,
             w.end()
 
 
-def _collect(workers: list[_Worker], parts: list[tuple[Share, LoadConfig]], inbox: queue.Queue[tuple[int, Any]],
+class Link(Protocol):
+    """A worker as the run sees it: a local process (:class:`_Worker`) or a Ray actor (load/ray_workers.py)."""
+
+    def tell(self, msg: Any) -> None: ...
+
+    def cause(self) -> str: ...
+
+
+def _collect(workers: Sequence[Link], parts: list[tuple[Share, LoadConfig]], inbox: queue.Queue[tuple[int, Any]],
              home: Home, config: LoadConfig, progress: Progress | None, stop: Stop | None,
-             before: dict[str, float]) -> RunResult:
+             before: dict[str, float], margin_ns: int = START_MARGIN_NS) -> RunResult:
     failed: dict[int, str] = {}
     ready: set[int] = set()
     while len(ready) + len(failed) < len(workers):
@@ -203,7 +214,7 @@ def _collect(workers: list[_Worker], parts: list[tuple[Share, LoadConfig]], inbo
             failed[k] = msg[1] if msg is not None else workers[k].cause()
         else:
             ready.add(k)
-    start = clock() + START_MARGIN_NS
+    start = clock() + margin_ns
     for k in ready:
         workers[k].tell(("start", start))
     done: list[RequestRecord] = []

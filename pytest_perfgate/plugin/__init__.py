@@ -32,6 +32,7 @@ from .recorder import Recorder
 
 if TYPE_CHECKING:
     from ..contract import Engine
+    from ..load.schedule import RayWorkers
     from ..memory.fixture import MemoryGates
     from ..session.lab import Engines
     from ..verdicts.verdict import Verdict
@@ -104,11 +105,10 @@ def pytest_configure(config: pytest.Config) -> None:
         startup.prewarm(th, *_engine_aliases(config), config.option.markexpr or "", pc.out_dir)  # not on an xdist controller
 
 
-def _workers(option: str | None, setting: int | str) -> int:
-    """Client worker processes of every load run: ``--perfgate-workers``, else ``[perfgate] workers``."""
+def _workers(option: str | None, setting: int | str) -> int | RayWorkers:
+    """Client worker processes of every load run (or a Ray cluster's): ``--perfgate-workers``, else ``[perfgate] workers``."""
     from ..load.schedule import LoadConfigError
     from ..load.workers import resolve_workers
-
     try:
         return resolve_workers(option if option is not None else setting)
     except LoadConfigError as e:

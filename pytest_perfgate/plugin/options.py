@@ -19,9 +19,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate-no-validity", action="store_true", default=False,
                     help="keep the raw verdict of a timing gate whose run's client did not keep up (default: "
                     "invalid, naming the figure; [perfgate] validity = false)")
-    group.addoption("--perfgate-workers", metavar="N|auto", default=None,
+    group.addoption("--perfgate-workers", metavar="N|auto|ray://HOST:PORT", default=None,
                     help="client worker processes of every load run (default: [perfgate] workers, else 1; "
-                    "auto: usable cores - 1)")
+                    "auto: usable cores - 1; ray://HOST:PORT or ray://auto: workers on the nodes of a Ray "
+                    "cluster, ?per_node=N each)")
     group.addoption("--perfgate-engine", metavar="NAME|ROLE=NAME", action="append", default=None,
                     help="engine from [engines.NAME] that gate tests measure (default: the embedded CPU engine); "
                     "ROLE=NAME maps an engine the suite names (e.g. speculative=qwen72b-spec); repeatable")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..contract import Engine, Request
     from ..engines.manager import EngineManager
     from ..load.result import RunResult
-    from ..load.schedule import LoadConfig
+    from ..load.schedule import LoadConfig, RayWorkers
     from .enginelog import LoggedEngines
 
 
@@ -33,7 +33,8 @@ class Engines:
         self._mgr = manager
         self._specs = specs  # the manager's specs: thresholds.toml's engines, then declared variants
         self.runs = runs
-        self.workers = 1  # client worker processes of a run whose config says 1 (load/workers.py)
+        # client worker processes of a run whose config says 1 (load/workers.py), or a Ray cluster's
+        self.workers: int | RayWorkers = 1
 
     @classmethod
     def open(cls, specs: Mapping[str, EngineSpec], aliases: Mapping[str, str], out_dir: Path,
@@ -135,14 +136,19 @@ class Engines:
 
         cfg = config if config is not None else LoadConfig()
         eng = self.get(engine)
-        if cfg.workers == 1 and self.workers > 1 and cfg.in_flight != 1 and callable(getattr(eng, "worker_spec", None)):
+        if cfg.workers == 1 and cfg.ray is None and self.workers != 1 and cfg.in_flight != 1 \
+                and callable(getattr(eng, "worker_spec", None)):
             from dataclasses import replace
 
-            cfg = replace(cfg, workers=self.workers)  # the session's setting, for an engine a worker can rebuild
+            # the session's setting, for an engine a worker can rebuild
+            w = self.workers
+            cfg = replace(cfg, workers=w) if isinstance(w, int) else replace(cfg, ray=w.address, per_node=w.per_node)
         # token-id prompts get token-id warm-ups of an exact length (the engine's tokenizer), text prompts text
         tok = eng.tokenizer() if cfg.warmup and requests and isinstance(requests[0].prompt, tuple) else None
         warm = warmup_prompts(requests, cfg.warmup, tok) if cfg.warmup else None
         run = run_load(eng, requests, cfg, progress_printer(self._logged.say, eng.name), stop, slos=slos, warmup=warm)
+        for h in run.worker_health if cfg.ray is not None else ():  # workers on other hosts: their clocks
+            self._logged.say(f"perfgate: [{eng.name}] client worker on {h.text()}")
         if keep_as is not None:
             self.runs.keep(keep_as, run, requests)
         return run

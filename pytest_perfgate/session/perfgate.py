@@ -22,6 +22,7 @@ from ..verdicts.failures import GateFailure, GateInconclusive, PerfgateWarning
 from .runs import Runs
 
 if TYPE_CHECKING:
+    from ..load.schedule import RayWorkers
     from ..verdicts.samples import Proportion, Samples
     from ..verdicts.verdict import Verdict
 
@@ -41,7 +42,7 @@ class RunState:
     commit: str | None
     inconclusive: str = "fail"
     validity: bool = True  # a run whose client did not keep up makes its timing gates invalid (load/validity.py)
-    workers: int = 1  # client worker processes of a load run (--perfgate-workers, [perfgate] workers)
+    workers: int | RayWorkers = 1  # client worker processes of a load run, or a Ray cluster's (--perfgate-workers, [perfgate] workers)
     verdicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # nodeid -> verdicts
     fallback_tests: dict[str, dict[str, Any]] = field(default_factory=dict)  # nodeid -> result
     engines: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -233,8 +234,7 @@ class Perfgate:
         return self._state.out_dir
 
     def write_text(self, name: str, text: str) -> Path:
-        """Write ``text`` to ``name`` in the results directory (atomically, directories made);
-        returns its path."""
+        """Write ``text`` to ``name`` in the results directory (atomically, directories made); returns its path."""
         from ..runtime.atomic import atomic_write_text
 
         path = self.out_dir / name

