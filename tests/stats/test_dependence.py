@@ -175,3 +175,28 @@ def test_sequential_looks_account_for_dependence(th: Thresholds) -> None:
     after = _sequential_pass_rate(gate, v, sent, True, 250)
     print(f"RATE sequential P99, M/M/1 0.3, draws of 250 to 4,000: before {before:.3f}")
     assert_rate("sequential P99 at the true limit, M/M/1 rho 0.3, draws of 250 to 4,000", after, 200)
+
+
+def test_the_scaffolds_design_decides_a_p99_within_its_budget(th: Thresholds) -> None:
+    """`perfgate init`'s test: one closed loop of 4 requests in flight. Its latencies overlap (each is
+    the sum of 4 services, 3 shared with the previous request): at 1,000 requests no P99 gate passes
+    even at twice its limit (the verdict asks for more), so the scaffold sends 3,000, where a P99 at
+    1.5x its limit passes and one exactly at it passes within the rate."""
+    import queue_runs  # tests/queue_runs.py
+
+    trials, users = 200, 4
+    limit = float(stats.gamma.ppf(0.99, users))  # a sum of 4 Exp(1) services: Gamma(4, 1)
+    rng = np.random.default_rng(44)
+    _, _, small = queue_runs.closed_loop(rng, trials, 1000, users, 1.0)
+    _, _, full = queue_runs.closed_loop(rng, trials, 3000, users, 1.0)
+    gate = th.gate("ttft_p99")
+    assert _pass_rate(_at(gate, 2 * limit), small, _sends(small)) == 0.0
+    power = _pass_rate(_at(gate, 1.5 * limit), full, _sends(full))
+    print(f"POWER P99 at 1.5x the limit, closed loop of 4, n 3000: {power:.3f}")
+    assert power >= 0.9
+    assert_rate("P99 at the true limit, closed loop of 4, n 3000", _pass_rate(_at(gate, limit), full, _sends(full)), trials)
+
+
+def _sends(v: np.ndarray) -> np.ndarray:
+    """Send times that keep the given (arrival) order."""
+    return np.tile(np.arange(v.shape[1], dtype=np.float64), (v.shape[0], 1))
