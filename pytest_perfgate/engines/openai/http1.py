@@ -355,11 +355,12 @@ class Connection(asyncio.BufferedProtocol):
             self._fail(e)
 
     def _bound(self, data: bytes, status: int) -> None:
-        """Bodies over :data:`.sse.BODY_LIMIT` and SSE events over :data:`.sse.EVENT_LIMIT` end the
+        """Bodies over :data:`.sse.BODY_LIMIT` (a GET's over :data:`.sse.EVENT_LIMIT`) and SSE events over :data:`.sse.EVENT_LIMIT` end the
         exchange (:class:`TooLargeError`, its cause named). An event's end is a blank line found in
         this read; a blank line cut by a read boundary counts the event on, a bound not an exact size."""
-        if self._pos > BODY_LIMIT:
-            raise TooLargeError(f"response body over {BODY_LIMIT >> 20} MiB (not read further)")
+        limit = EVENT_LIMIT if self._request_method == "GET" else BODY_LIMIT  # a GET: /metrics, /version
+        if self._pos > limit:
+            raise TooLargeError(f"response body over {limit >> 20} MiB (not read further)")
         if status < 300:
             j = max(data.rfind(b"\n\n"), data.rfind(b"\n\r\n"))
             self._open = self._open + len(data) if j < 0 else len(data) - j

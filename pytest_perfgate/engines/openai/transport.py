@@ -65,7 +65,8 @@ class Transport(Protocol):
     kind: str  # "raw" | "aiohttp", shown in the engine's info
 
     async def get(self, path: str, timeout: float) -> tuple[int, bytes] | None:
-        """(status, body) of ``GET path``, or None when the server can't be reached in time."""
+        """(status, body) of ``GET path``, or None when the server can't be reached in time or its
+        body is over :data:`.sse.EVENT_LIMIT` (8 MiB: a /metrics or /version; never read further)."""
         ...
 
     async def stream(self, path: str, payload: bytes, clock: Clock, response: Response) -> None:

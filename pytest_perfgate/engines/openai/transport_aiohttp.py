@@ -11,9 +11,10 @@ from typing import Any
 import aiohttp
 
 from ...contract import Clock
-from .sse import BODY_LIMIT, TooLarge
+from .sse import BODY_LIMIT, EVENT_LIMIT, TooLarge
 from .transport import Response, TransportError
 
+GET_LIMIT = EVENT_LIMIT  # bytes of a GET body (/metrics, /version); over it: not readable (None), as the raw transport
 _ERROR_BODY_LIMIT = 1 << 16  # bytes of an HTTP error body read (the cause shows 200 characters)
 
 
@@ -43,7 +44,15 @@ class AiohttpTransport:
         try:
             async with session.get(self._base + path, timeout=aiohttp.ClientTimeout(total=timeout),
                                    allow_redirects=False) as r:
-                return r.status, await r.read()
+                parts: list[bytes] = []
+                size = 0  # a server's /metrics or /version: read up to the bound, never whole
+                while size <= GET_LIMIT:
+                    got = await r.content.read(GET_LIMIT + 1 - size)
+                    if not got:
+                        return r.status, b"".join(parts)
+                    parts.append(got)
+                    size += len(got)
+                return None
         except (TimeoutError, aiohttp.ClientError):
             return None
 
