@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config.metrics import RECORDS, lookup
-from .health import ClientHealth, tail_fraction
+from .health import PROBE_INTERVAL_S, ClientHealth, tail_fraction
 
 if TYPE_CHECKING:
     from ..config import Gate
@@ -147,12 +147,14 @@ def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = 
 
 def stands(v: Verdict, gate: Gate, h: ClientHealth) -> bool:
     """The raw decision holds whatever the client's lag did: every timestamp of the run is late by
-    at most the worst loop lag measured (``loop_lag_max``), so every per-request time, and every
+    at most the worst loop lag measured (``loop_lag_max``, plus one probe interval), so every per-request time, and every
     order statistic and bound of them, is off by at most that much; a pass or fail whose bound is
     farther than that from the threshold cannot have been made by the client (a 10.9 ms ITL P90,
     bound 11.7 ms, against 200 ms stands with a 17 ms lag). The send lag is not covered (a late
     send distorts the load itself): a run over its send allowance stays invalid."""
-    e, thr = h.loop_lag_max, gate.threshold.base if gate.threshold is not None else math.nan
+    # a stall that began just after a probe arrived shows in the next one: up to one interval less
+    e = h.loop_lag_max + PROBE_INTERVAL_S
+    thr = gate.threshold.base if gate.threshold is not None else math.nan
     if v.outcome not in ("pass", "fail") or gate.direction is None or not (math.isfinite(e) and math.isfinite(thr)):
         return False
     allowed = allowed_error(gate)
