@@ -109,7 +109,8 @@ def top_up(details: Mapping[str, float] | None, confidence: float | None) -> str
     chance = (details or {}).get("needed_chance")  # quantile gates: the simulated ones
     if chance is None or not 0 <= chance <= 1:
         return out
-    out += f"; that many decide about {chance:.0%} of runs"
+    share = "nearly every run" if chance >= 0.995 else f"about {chance:.0%} of runs"  # not "100%": a projection
+    out += f"; that many decide {share}"
     if confidence is not None and 0 < confidence < 1:
         out += (f"; decide a topped-up run at {top_up_confidence(confidence):.1%} confidence "
                 f"(--perfgate-confidence) to keep {1 - confidence:.0%} over both looks")
