@@ -35,7 +35,7 @@ from scipy import special as spc
 from scipy import stats as sps
 
 from . import bounds as stats
-from .dependence import Dependence, autocorrelation, block_sizes, blocks, estimate, geyer_tau
+from .dependence import Dependence, block_sizes, blocks, estimate, tau_of
 from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
@@ -57,7 +57,7 @@ def indicator_tau(hit: np.ndarray) -> float:
     k = int(np.count_nonzero(hit))
     if k < 2 or k > hit.size - 2:
         return 1.0
-    return geyer_tau(autocorrelation(hit.astype(np.float64), min(hit.size - 1, max(20, hit.size // 4))))
+    return tau_of(hit.astype(np.float64), max(20, hit.size // 4))
 
 
 def for_quantile(x: Array, q: float, dep: Dependence) -> Dependence:
@@ -167,7 +167,7 @@ def for_mean(x: Array, dep: Dependence) -> Dependence:
     values themselves (a mean weighs its tail: a queue's long busy periods dominate it)."""
     if not dep.dependent:
         return dep
-    tau = geyer_tau(autocorrelation(x, min(x.size - 1, max(20, x.size // 4))))
+    tau = tau_of(x, max(20, x.size // 4))
     b = min(max(dep.block, int(math.ceil(MEAN_MULTIPLE * tau))), x.size)
     # the batch-means variance still growing with the block: the block is too short; take the
     # block (doubling while >= MIN_BLOCKS blocks remain) whose standard error is the largest

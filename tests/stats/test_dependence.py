@@ -200,3 +200,19 @@ def test_the_scaffolds_design_decides_a_p99_within_its_budget(th: Thresholds) ->
 def _sends(v: np.ndarray) -> np.ndarray:
     """Send times that keep the given (arrival) order."""
     return np.tile(np.arange(v.shape[1], dtype=np.float64), (v.shape[0], 1))
+
+
+def test_tau_by_dot_products_equals_the_fft_one_and_stays_small() -> None:
+    """``tau_of`` computes only the lags Geyer's sequence uses (dot products; one FFT past 512 lags):
+    the same tau as from every lag's FFT autocorrelation, for queues, tails and strong memory. The FFT
+    of a 3.1M-gap ITL run (a 100k-request bench file) took ~400 MB; `perfgate gate` on that file
+    peaked at 871 MB, now 610 MB (benchmarks/bench_import.py)."""
+    from pytest_perfgate.verdicts import dependence as dp
+
+    rng = np.random.default_rng(9)
+    for rho, n in ((0.3, 2000), (0.7, 3000), (0.95, 5000)):
+        v, _ = queues.mm1(rng, 3, n, rho)
+        for x in v:
+            for series, top in ((dp.normal_scores(x), None), ((x >= np.quantile(x, 0.99)).astype(float), n // 4)):
+                full = dp.geyer_tau(dp.autocorrelation(series, min(n - 1, top or max(20, n // 4))))
+                assert dp.tau_of(series, top) == pytest.approx(full, rel=1e-9)
