@@ -19,6 +19,7 @@ import platform
 import socket
 import sqlite3
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from contextlib import closing
 from dataclasses import dataclass
@@ -104,8 +105,29 @@ def connect(path: Path, *, create: bool = True) -> sqlite3.Connection:
         raise HistoryError(f"{path}: no run history (no perfgate run has written this results directory)")
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
+    # Switching a new file to WAL while another process opens it can answer "database is locked" at
+    # once, past the busy handler (SQLite returns BUSY rather than risk a deadlock): try again, for
+    # as long as the busy timeout would have waited (a CI run on a busy machine hit it once)
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            return _open(path, create)
+        except sqlite3.OperationalError as e:
+            if not _busy(e) or time.monotonic() >= deadline:
+                raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
+            time.sleep(0.05)
+        except sqlite3.DatabaseError as e:
+            raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def _open(path: Path, create: bool) -> sqlite3.Connection:
+    con = sqlite3.connect(path, timeout=60.0, isolation_level=None)
     try:
-        con = sqlite3.connect(path, timeout=60.0, isolation_level=None)
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA busy_timeout = 60000")
         if create:
@@ -117,8 +139,9 @@ def connect(path: Path, *, create: bool = True) -> sqlite3.Connection:
                     con.execute(stmt)
             con.execute(f"PRAGMA user_version = {VERSION}")
             con.execute("COMMIT")
-    except sqlite3.DatabaseError as e:
-        raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
