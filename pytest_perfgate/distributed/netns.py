@@ -17,7 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 PREFIX = "pgd3"
@@ -108,24 +108,33 @@ class Shaping:
         return f"tc {self.qdisc} rate {self.rate} burst {self.burst}"
 
 
+
+def _tagged(tag: str) -> tuple[int, str]:
+    """(this process's pid, up to 4 letters of ``tag``): the parts of our namespace and link names."""
+    return os.getpid(), re.sub(r"[^a-z0-9]", "", tag.lower())[:4]
+
+
+def _begin(close: Callable[[], None]) -> None:
+    """Before a namespace is made: refuse where none can be, clear stale ones, close at exit."""
+    reason = unavailable_reason()
+    if reason:
+        raise NetnsError(reason)
+    clean_stale()
+    atexit.register(close)
+
 class NetnsHosts:
     """Hosts ``a`` and ``b``: ``with NetnsHosts(shaping=None) as h: h.ns_a, h.ns_b, h.dev_a ...``."""
 
     def __init__(self, shaping: Shaping | None = None, tag: str = "") -> None:
         self.shaping = shaping
-        pid = os.getpid()
-        t = re.sub(r"[^a-z0-9]", "", tag.lower())[:4]
+        pid, t = _tagged(tag)
         self.ns_a, self.ns_b = f"{PREFIX}-{pid}-{t}a", f"{PREFIX}-{pid}-{t}b"
         self.dev_a, self.dev_b = f"pg{pid}{t}a"[:15], f"pg{pid}{t}b"[:15]
         self.addr_a, self.addr_b = ADDR_A, ADDR_B
         self._up = False
 
     def __enter__(self) -> NetnsHosts:
-        reason = unavailable_reason()
-        if reason:
-            raise NetnsError(reason)
-        clean_stale()
-        atexit.register(self.close)
+        _begin(self.close)
         self._up = True
         try:
             for ns in (self.ns_a, self.ns_b):
@@ -184,19 +193,14 @@ class RootPeer:
     address: load/ray_workers.py's test). ``with RootPeer(tag) as p: p.ns, p.exec(...)``."""
 
     def __init__(self, tag: str = "") -> None:
-        pid = os.getpid()
-        t = re.sub(r"[^a-z0-9]", "", tag.lower())[:4]
+        pid, t = _tagged(tag)
         self.ns = f"{PREFIX}-{pid}-{t}p"
         self.dev_root, self.dev_peer = f"pg{pid}{t}r"[:15], f"pg{pid}{t}p"[:15]
         self.root_addr, self.peer_addr = ROOT_ADDR, PEER_ADDR
         self._up = False
 
     def __enter__(self) -> RootPeer:
-        reason = unavailable_reason()
-        if reason:
-            raise NetnsError(reason)
-        clean_stale()
-        atexit.register(self.close)
+        _begin(self.close)
         self._up = True
         try:
             if self.ns in list_namespaces():
