@@ -1,6 +1,7 @@
 """GPU preflight: every configured vLLM engine of thresholds.toml, and the fallback plans'
 variant engines, built with vLLM's own config classes on this machine (no GPU needed) before a GPU
-hour is spent. Each refusal is one line naming the engine and the key (docs/engines.md#preflight).
+hour is spent, in a child process (``child.py``). Each refusal is one line naming the engine and the key
+(docs/engines.md#preflight).
 
 Levels: ``refused`` (vLLM raised building the config: the engine cannot start anywhere),
 ``warn`` (the config builds but vLLM's code refuses it at start, or the machine of ``[hardware]``
@@ -9,6 +10,7 @@ has too few GPUs for it), ``gpu`` (only the GPU itself can tell; said, not guess
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +20,7 @@ from typing import Any
 
 from ..config import Thresholds
 from ..engines.registry import VLLM_KINDS as VLLM_KINDS  # the vLLM engine kinds (EngineKind.vllm)
-from .build import GPU, NOTE, REFUSED, WARN, Finding
+from .build import CRASHED, GPU, NOTE, REFUSED, STEP_BACKENDS, STEP_BUILD, WARN, Finding
 from .models import Resolved, resolve
 from .plans import Variant, variants
 
@@ -38,19 +40,25 @@ class Report:
         return [f for f in self.findings if f.level == REFUSED]
 
     @property
+    def crashed(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == CRASHED]
+
+    @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.level == WARN]
 
     def failed(self, strict: bool) -> bool:
-        return bool(self.refused or (strict and self.warnings))
+        return bool(self.refused or self.crashed or (strict and self.warnings))
 
     def lines(self) -> list[str]:
-        order = {REFUSED: 0, WARN: 1, GPU: 2, NOTE: 3}
+        order = {CRASHED: 0, REFUSED: 0, WARN: 1, GPU: 2, NOTE: 3}
         out = [f"preflight: {f.line()}" for f in sorted(self.findings, key=lambda f: order[f.level])]
         out += [f"preflight: not built: {s}" for s in self.skipped]
         if self.built:
             out.append(f"preflight: {len(self.built)} vLLM config(s) built in {self.seconds:.1f} s "
-                       f"({len(self.refused)} refused, {len(self.warnings)} will not start); the GPU alone "
+                       f"({len(self.refused)} refused, {len(self.warnings)} will not start"
+                       + (f", {len(self.crashed)} crashed the preflight" if self.crashed else "")
+                       + "); the GPU alone "
                        f"checks {', '.join(GPU_ONLY)}")
         return out
 
@@ -66,8 +74,13 @@ def _phase1(th: Thresholds, embedded: bool) -> dict[str, Any]:
 
 
 class _Builder:
-    def __init__(self, th: Thresholds, tmp: Path, embedded: Callable[[], Any] | None) -> None:
-        self.th, self.tmp, self.embedded, self.report = th, tmp, embedded, Report()
+    """Builds configs in THIS process (vLLM imported here): the child's side of :func:`run`. Every
+    result is an event (``emit``) so that a parent learns it even if the process dies on the next
+    step; units in ``skip`` (already reported by an earlier child) are resolved for their shape only."""
+
+    def __init__(self, th: Thresholds, tmp: Path, embedded: Callable[[], Any] | None,
+                 emit: Callable[[dict[str, Any]], None], skip: frozenset[str] = frozenset()) -> None:
+        self.th, self.tmp, self.embedded, self.emit, self.skip = th, tmp, embedded, emit, skip
         self.gpus = int(th.hardware.get("count", 0) or 0) if th.hardware else 0
 
     def _local(self, engine: str, args: dict[str, Any], parents: tuple[str, ...]) -> tuple[dict[str, Any], list[Resolved]] | None:
@@ -76,7 +89,7 @@ class _Builder:
         mml = int(args.get("max_model_len", 0) or 0)
         r = resolve(str(args.get("model", "")), self.th.models, (engine, *parents), self.tmp / engine, self.embedded, mml)
         if isinstance(r, str):
-            self.report.skipped.append(f"[engines.{engine}] model: {r}")
+            self._skipped(engine, f"[engines.{engine}] model: {r}")
             return None
         out["model"] = str(r.path)
         found.append(r)
@@ -84,57 +97,71 @@ class _Builder:
         if isinstance(sc, Mapping) and isinstance(sc.get("model"), str):
             d = resolve(str(sc["model"]), self.th.models, (), self.tmp / f"{engine}-draft", self.embedded, mml)
             if isinstance(d, str):
-                self.report.skipped.append(f"[engines.{engine}] speculative_config.model: {d}")
+                self._skipped(engine, f"[engines.{engine}] speculative_config.model: {d}")
                 return None
             out["speculative_config"] = {**sc, "model": str(d.path)}
             found.append(d)
         return out, found
 
+    def _skipped(self, unit: str, text: str) -> None:
+        if unit not in self.skip:
+            self.emit({"ev": "skipped", "unit": unit, "text": text})
+
+    def _findings(self, findings: list[Finding]) -> None:
+        for f in findings:
+            self.emit({"ev": "finding", "f": dataclasses.asdict(f)})
+
     def engine(self, engine: str, args: Mapping[str, Any], parents: tuple[str, ...] = (), gpus: int = 0) -> Any:
-        """Build one engine; its findings go to the report. The target config.json, or None."""
+        """Build one engine; its findings are emitted. The target config.json, or None."""
         from .build import after_build, create
 
         local = self._local(engine, dict(args), parents)
         if local is None:
             return None
         largs, found = local
+        if engine in self.skip:
+            return found[0].config
+        self.emit({"ev": "step", "unit": engine, "step": STEP_BUILD})
         config, findings = create(engine, largs)
-        self.report.findings += findings
-        self.report.built.append(f"{engine}: " + "; draft ".join(r.source for r in found))
+        self._findings(findings)
+        self.emit({"ev": "built", "unit": engine, "text": f"{engine}: " + "; draft ".join(r.source for r in found)})
         if config is not None:
-            self.report.findings += after_build(engine, config)
             world = config.parallel_config.world_size * config.parallel_config.data_parallel_size
             need = max(world, gpus)
             if self.gpus and need > self.gpus:
-                self.report.findings.append(Finding(engine, "tensor_parallel_size", WARN,
-                                                    f"needs {need} GPUs; [hardware] count = {self.gpus}"))
+                self._findings([Finding(engine, "tensor_parallel_size", WARN,
+                                        f"needs {need} GPUs; [hardware] count = {self.gpus}")])
+            self.emit({"ev": "step", "unit": engine, "step": STEP_BACKENDS})
+            self._findings(after_build(engine, config))
+        self.emit({"ev": "done", "unit": engine})
         return found[0].config
 
     def variant(self, base: str, args: Mapping[str, Any], v: Variant, parents: tuple[str, ...]) -> None:
         name = f"{v.name} (plan {v.plan})"
         if v.unavailable:
-            self.report.findings.append(Finding(name, next(iter(v.args), ""), WARN, v.unavailable))
+            if name not in self.skip:
+                self._findings([Finding(name, next(iter(v.args), ""), WARN, v.unavailable)])
+                self.emit({"ev": "done", "unit": name})
             return
+        if name not in self.skip:  # before the build: a build that takes the child down keeps them
+            self._findings([Finding(name, next(iter(v.args), ""), NOTE, n) for n in v.notes])
         self.engine(name, {**args, **v.args}, (base, *parents), v.gpus)
-        self.report.findings += [Finding(name, next(iter(v.args), ""), NOTE, n) for n in v.notes]
 
 
-def run(th: Thresholds, aliases: Mapping[str, str] | None = None,
-        embedded: Callable[[], Any] | None = None, only: set[str] | None = None) -> Report:
-    """Build every ``[engines.*]`` of a vLLM kind (or those in ``only``) and the fallback variants of
-    the engine that plays ``speculative`` (``aliases``), else of every configured engine with a
-    ``speculative_config``."""
+def build_here(th: Thresholds, aliases: Mapping[str, str], embedded: Callable[[], Any] | None,
+               only: set[str] | None, emit: Callable[[dict[str, Any]], None],
+               skip: frozenset[str] = frozenset()) -> None:
+    """Build every selected engine and its fallback variants IN THIS PROCESS, emitting events (the
+    child's side of :func:`run`; vLLM is imported here, and a fault in it takes this process down)."""
     from .build import quiet_vllm
 
-    t0 = time.perf_counter()
-    aliases = dict(aliases or {})
     with tempfile.TemporaryDirectory(prefix="perfgate-preflight-") as tmp, quiet_vllm():
-        b = _Builder(th, Path(tmp), embedded)
+        b = _Builder(th, Path(tmp), embedded, emit, skip)
         for name, spec in th.engines.items():
             if only is not None and name not in only:
                 continue
             if spec.kind not in VLLM_KINDS:
-                b.report.skipped.append(f"[engines.{name}]: kind {spec.kind!r} is not a vLLM kind (nothing to build)")
+                b._skipped(name, f"[engines.{name}]: kind {spec.kind!r} is not a vLLM kind (nothing to build)")
                 continue
             parents = _parents(th, name)
             shape = b.engine(name, spec.args, parents)
@@ -144,8 +171,27 @@ def run(th: Thresholds, aliases: Mapping[str, str] | None = None,
                 emb = str(spec.args.get("model", "")).startswith("embedded:")
                 for v in variants(name, spec.args, _phase1(th, emb), shape, list(th.fallbacks)):
                     b.variant(name, spec.args, v, parents)
-        b.report.seconds = time.perf_counter() - t0
-        return b.report
+
+
+def run(th: Thresholds, aliases: Mapping[str, str] | None = None,
+        embedded: Callable[[], Any] | None = None, only: set[str] | None = None,
+        progress: Callable[[str], None] | None = None) -> Report:
+    """Build every ``[engines.*]`` of a vLLM kind (or those in ``only``) and the fallback variants of
+    the engine that plays ``speculative`` (``aliases``), else of every configured engine with a
+    ``speculative_config``.
+
+    vLLM never runs in this process: the builds run in a child process (``child.py``) with a deadline
+    a step; a child that dies (a signal such as SIGABRT from vLLM's C++ code, an exit, no progress
+    within the deadline) is one ``crashed`` finding naming the engine, the step and the cause, and a
+    fresh child goes on with the engines not built yet. ``embedded`` given: the child uses the cached
+    embedded models (``perfgate models make``), never generating them."""
+    from .child import supervise
+
+    t0 = time.perf_counter()
+    report = Report()
+    supervise(th, dict(aliases or {}), embedded is not None, only, report, progress)
+    report.seconds = time.perf_counter() - t0
+    return report
 
 
 def _parents(th: Thresholds, name: str) -> tuple[str, ...]:
@@ -168,10 +214,9 @@ def header(th: Thresholds, default: str | None, aliases: Mapping[str, str]) -> t
     chosen = {n for n in (default, *aliases.values()) if n and n in th.engines and th.engines[n].kind in VLLM_KINDS}
     if not chosen or os.environ.get("PERFGATE_PREFLIGHT", "1") == "0" or not installed("vllm"):
         return [], {}
-    doc = _in_child(th, aliases, chosen)
+    report = run(th, aliases, only=chosen)  # in a child process: vLLM stays out of the test session
     role_of = {**({r: default for r in ("baseline", "speculative")} if default else {}), **aliases}
-    findings = [Finding(**f) for f in doc["findings"]]
-    bad_engines = {f.engine.split(" ")[0]: f.line() for f in findings if f.level in (REFUSED, WARN)}
+    bad_engines = {f.engine.split(" ")[0]: f.line() for f in report.findings if f.level in (REFUSED, CRASHED, WARN)}
     bad: dict[str, str] = {}
     for g in th.gates.values():
         for role in (g.engine, *(g.runs or ())):
@@ -179,23 +224,7 @@ def header(th: Thresholds, default: str | None, aliases: Mapping[str, str]) -> t
             line = bad_engines.get(name)
             if line:
                 bad.setdefault(g.name, f"gate {g.name}: engine {name}: {line}")
-    return list(doc["lines"]), bad
+    return report.lines(), bad
 
 
-def _in_child(th: Thresholds, aliases: Mapping[str, str], only: set[str]) -> dict[str, Any]:
-    """The report from ``python -m pytest_perfgate.preflight`` (vLLM stays out of this process)."""
-    import json
-    import subprocess
-    import sys
-
-    cmd = [sys.executable, "-m", "pytest_perfgate.preflight", str(th.path),
-           *(f"--engine={r}={n}" for r, n in aliases.items()), *(f"--only={n}" for n in sorted(only))]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"python -m pytest_perfgate.preflight exited {p.returncode}: {tail}")
-    doc: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
-    return doc
-
-
-__all__ = ["GPU", "NOTE", "REFUSED", "WARN", "Finding", "Report", "header", "run"]
+__all__ = ["CRASHED", "GPU", "NOTE", "REFUSED", "WARN", "Finding", "Report", "build_here", "header", "run"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.abc
 import os
 import re
 import traceback
@@ -14,6 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 REFUSED, WARN, GPU, NOTE = "refused", "warn", "gpu", "note"
+CRASHED = "crashed"  # vLLM took the preflight's child process down (a signal, an exit, no progress)
+STEP_BUILD, STEP_BACKENDS = "config build", "attention backend enumeration"  # the steps a unit runs
 # perfgate's own keys of the vLLM kinds (engines/vllm_server.py OWN_KEYS), never vLLM arguments
 OWN_KEYS = frozenset({"startup_timeout", "env", "api", "request_timeout", "continuous_usage_stats", "port",
                       "timeout"})
@@ -31,12 +34,13 @@ class Finding:
     engine: str  # the engine (or plan variant) name
     key: str  # the argument at fault ("" = the engine as a whole)
     level: str  # REFUSED: vLLM raised building the config; WARN: vLLM's code refuses it at start; GPU: needs a
-    # GPU to tell; NOTE: what the configuration implies
+    # GPU to tell; NOTE: what the configuration implies; CRASHED: vLLM took the child process down
     message: str
 
     def line(self) -> str:
         where = f"[engines.{self.engine}] {self.key}" if self.key else f"[engines.{self.engine}]"
-        tag = {REFUSED: "vLLM refuses", WARN: "will not start", GPU: "needs the GPU to check", NOTE: "note"}[self.level]
+        tag = {REFUSED: "vLLM refuses", WARN: "will not start", GPU: "needs the GPU to check", NOTE: "note",
+               CRASHED: "preflight crashed"}[self.level]
         return f"{where}: {tag}: {self.message}"
 
 
@@ -133,21 +137,72 @@ def create(engine: str, args: Mapping[str, Any]) -> tuple[Any, list[Finding]]:
         return None, [Finding(engine, _key_of(msg, kwargs), REFUSED, f"{type(e).__name__}: {msg}")]
 
 
+# vLLM's platform modules. Importing another platform's module is never safe: vllm/platforms/rocm.py
+# does ``import vllm._C``, and on a CPU without AVX512-BF16 (where vLLM's CPU platform loaded
+# ``_C_AVX2`` or ``_C_AVX512``, which register the same ``_C`` torch library) that second registration
+# is a c10::Error -> std::terminate -> SIGABRT, which no ``except`` catches (issue 38).
+OTHER_PLATFORMS = ("vllm.platforms.rocm", "vllm.platforms.xpu", "vllm.platforms.tpu")
+
+
+class _OtherPlatformImport(ImportError):
+    pass
+
+
+class _PlatformGuard(importlib.abc.MetaPathFinder):
+    """Refuses imports of other platforms' modules (ImportError, which the caller handles)."""
+
+    def __init__(self, blocked: frozenset[str]) -> None:
+        self.blocked = blocked
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname in self.blocked:
+            raise _OtherPlatformImport(f"{fullname}: another platform's module (not imported by the preflight)")
+        return None
+
+
+@contextmanager
+def platform_guard() -> Iterator[frozenset[str]]:
+    """While active, importing a platform module of vLLM other than the current one raises ImportError."""
+    import sys
+
+    from vllm.platforms import current_platform
+
+    here = type(current_platform).__module__
+    blocked = frozenset(m for m in OTHER_PLATFORMS if m != here and m not in sys.modules)
+    guard = _PlatformGuard(blocked)
+    sys.meta_path.insert(0, guard)
+    try:
+        yield blocked
+    finally:
+        sys.meta_path.remove(guard)
+
+
+def _other_platform(backend: Any) -> bool:
+    """Is the backend's module another platform's by its name (ROCm, AITER, AMD, XPU, TPU)?"""
+    module = str(getattr(backend, "value", "") or "").lower()
+    parts = set(re.split(r"[._]", module)) | set(str(getattr(backend, "name", "")).lower().split("_"))
+    return bool(parts & {"rocm", "aiter", "amd", "xpu", "tpu"})
+
+
 def backends_with(feature: str, mla: bool) -> tuple[list[str], list[str]]:
     """(backends whose ``supports_<feature>()`` is True, backends not importable here) among vLLM's
-    attention backends of the model's kind (MLA or not)."""
+    attention backends of the model's kind (MLA or not). Another platform's backends (ROCm, XPU,
+    TPU) are never imported: their source is read, as for any backend not importable here."""
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
     yes, missing = [], []
-    for b in AttentionBackendEnum:
-        try:
-            cls = b.get_class()
-            is_mla = bool(getattr(cls, "is_mla", lambda: False)())
-            if is_mla == mla and getattr(cls, f"supports_{feature}")():
-                yes.append(b.name)
-        except Exception:  # not importable on this machine: read its source instead (no override: False)
-            if _source_sets(b, f"supports_{feature}"):
-                missing.append(b.name)
+    with platform_guard():
+        for b in AttentionBackendEnum:
+            try:
+                if _other_platform(b):
+                    raise _OtherPlatformImport(b.name)
+                cls = b.get_class()
+                is_mla = bool(getattr(cls, "is_mla", lambda: False)())
+                if is_mla == mla and getattr(cls, f"supports_{feature}")():
+                    yes.append(b.name)
+            except Exception:  # not importable on this machine: read its source instead (no override: False)
+                if _source_sets(b, f"supports_{feature}"):
+                    missing.append(b.name)
     return yes, missing
 
 

@@ -59,7 +59,8 @@ def run(ns: argparse.Namespace) -> int:
         print("preflight: not run: vLLM is not installed here (the engine configs are built with vLLM's own "
               "classes; install pytest-perfgate[cpu] on a CPU machine, pytest-perfgate[gpu] on a GPU one)", file=out)
         return 0
-    report = preflight(th, _aliases(ns), embedded=cached_models())
+    report = preflight(th, _aliases(ns), embedded=cached_models(),
+                       progress=lambda m: print(m, file=sys.stderr, flush=True))
     for line in report.lines():
         print(line, file=out)
     if ns.preflight_json:
@@ -68,6 +69,7 @@ def run(ns: argparse.Namespace) -> int:
     strict = bool(getattr(ns, "strict_feasibility", False))
     if report.failed(strict):
         print(f"preflight: {len(report.refused)} refused, {len(report.warnings)} will not start"
+              + (f", {len(report.crashed)} crashed" if report.crashed else "")
               + (" (--strict-feasibility: failing)" if strict and report.warnings else ""), file=out)
         return BAD_CONFIG
     return 0
