@@ -313,4 +313,5 @@ def write_report(
     """Write ``report.html``; ``plots``: with the distribution, run and trend plots made from the stored
     data files and history of ``out_dir`` (matplotlib, imported here)."""
     return atomic_write_text(Path(out_dir) / HtmlWriter.filename,
-                             render(doc, phases=phases, inconclusive=inconclusive, store_dir=Path(out_dir) if plots else None))
+                             render(doc, phases=phases, inconclusive=inconclusive, store_dir=Path(out_dir) if plots else None),
+                             root=Path(out_dir))
