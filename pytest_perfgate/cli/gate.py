@@ -83,8 +83,8 @@ def run(ns: argparse.Namespace) -> int:
         if not any(e in w for e in done.errors):  # a write that failed is said once, below
             _say(f"perfgate gate: {w}", err=True)
     _print(verdicts, rows, got, done.written, th, verbose=bool(getattr(ns, "verbose", False)))
-    for e in done.errors:  # what could not be written; everything else was (pytest's recorder does the same)
-        _say(f"perfgate gate: could not write results: {e}", err=True)
+    for line in done.errors:  # what could not be written; everything else was (pytest's recorder does the same)
+        _say(f"perfgate gate: could not write results: {line}", err=True)
     if got.problems or done.errors:
         return BAD
     inconclusive = th.settings.inconclusive

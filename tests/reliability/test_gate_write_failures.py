@@ -132,16 +132,16 @@ def test_a_really_full_disk(tmp_path: Path, mounted: Path, capsys: pytest.Captur
     try:
         while True:
             os.write(fd, b"\0" * 4096)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
+    except OSError as full:
+        assert full.errno == errno.ENOSPC
     finally:
         os.close(fd)
-    rc, _, e = gate(tmp_path, out, capsys)
+    rc, _, err = gate(tmp_path, out, capsys)
     assert rc == 4
-    lines = e.splitlines()
-    assert lines and all(ln.startswith("perfgate gate: could not write results: ") for ln in lines), e
+    lines = err.splitlines()
+    assert lines and all(ln.startswith("perfgate gate: could not write results: ") for ln in lines), err
     # SQLite's own words for it: "database or disk is full", or "disk I/O error" when its journal cannot grow
-    assert all(any(c in ln for c in ("No space left on device", "disk is full", "disk I/O error")) for ln in lines), e
+    assert all(any(c in ln for c in ("No space left on device", "disk is full", "disk I/O error")) for ln in lines), err
     assert len(lines) == 4  # decisions.json, the data files, history.sqlite, the reports
     assert (out / "summary.md").read_bytes() == summary  # the earlier file is whole
     assert json.loads((out / "decisions.json").read_text())["phases"]["p"]["outcome"] == "passed"
