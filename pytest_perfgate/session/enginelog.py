@@ -146,6 +146,10 @@ class LoggedEngines:
         path = self.log(real)
         failure = ""
         try:
+            check(path, self._out)
+        except OSError as e:  # a link planted in the results folder after the start: nothing goes through it
+            raise self._error(f"[engines.{real}] not started: engine log {path}: {e}") from None
+        try:
             with self._suspend(), redirect_output(path, self._out) as terminal:
                 self._terminal = terminal
                 try:
@@ -154,8 +158,6 @@ class LoggedEngines:
                     self._terminal = None
         except self._error as e:
             failure = str(e)
-        except OSError as e:  # the log cannot be opened (a link planted in the results folder)
-            raise self._error(f"[engines.{real}] not started: engine log {path}: {e.strerror or e}") from None
         first = real not in self._told
         text = self.failure_text(failure, path, first)
         if first:

@@ -7,6 +7,7 @@ Real links, real files, real SQLite."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -218,3 +219,28 @@ def test_the_check_lets_a_linked_root_and_missing_parts_pass(tmp_path: Path) -> 
     os.symlink("nowhere", real / "samples")  # a dangling link is a link
     assert planted(root) == ("samples is a symbolic link (to nowhere): perfgate writes nothing through a link in its "
                              "results folder; remove it")
+
+
+def test_an_engine_whose_log_folder_became_a_link_is_a_one_line_start_error(tmp_path: Path) -> None:
+    class StartError(Exception):
+        pass
+
+    class Manager:
+        live = None
+
+        def spec(self, name: str) -> object:
+            return type("Spec", (), {"name": name})()
+
+        def get(self, name: str) -> object:
+            raise AssertionError("not started through a link")
+
+    res = tmp_path / "res"
+    elsewhere = _elsewhere(tmp_path, "engines")
+    _plant(res, "engines", elsewhere)
+    engines = enginelog.LoggedEngines(Manager(), res, lambda: contextlib.nullcontext(), StartError)
+    with pytest.raises(StartError) as e:
+        engines.get("baseline")
+    assert str(e.value) == (f"[engines.baseline] not started: engine log {res / 'engines' / 'baseline.log'}: engines is a "
+                            f"symbolic link (to {elsewhere}): perfgate writes nothing through a link in its results "
+                            "folder; remove it")
+    assert list(elsewhere.iterdir()) == []
