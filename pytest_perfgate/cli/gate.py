@@ -14,11 +14,15 @@ still decided and written) or an invalid thresholds.toml.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
+import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..runtime.redaction import printable
 from .gate_runs import Inputs, plan, read_inputs
 
 OK, FAILED, BAD = 0, 1, 4
@@ -53,37 +57,60 @@ def run(ns: argparse.Namespace) -> int:
             print(f"{f.name:16} {f.title}")
         return OK
     if not ns.results and not ns.run:
-        print("perfgate gate: no results given (files, or --run NAME=FILE)", file=sys.stderr)
+        _say("perfgate gate: no results given (files, or --run NAME=FILE)", err=True)
         return BAD
     if ns.warmup < 0:
-        print("perfgate gate: --warmup must be >= 0", file=sys.stderr)
+        _say("perfgate gate: --warmup must be >= 0", err=True)
         return BAD
+    from ..session.startup import unwritable
+
     th = _thresholds(ns.thresholds)
+    out = Path(ns.out)
+    problem = unwritable(out)  # a read-only folder, a link planted in it: nothing is decided
+    if problem:
+        _say(f"perfgate gate: --out {out}: {problem}", err=True)
+        return BAD
     got = read_inputs(list(ns.results), list(ns.run), ns.format, ns.warmup)
     todo = plan(th.gates, got)
     try:
-        verdicts, rows, written = _decide(th, todo, Path(ns.out), ns.baseline)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            verdicts, rows, done = _decide(th, todo, out, ns.baseline)
     except ValueError as e:  # a --baseline that names nothing usable
-        print(f"perfgate gate: --baseline {ns.baseline}: {e}", file=sys.stderr)
+        _say(f"perfgate gate: --baseline {ns.baseline}: {e}", err=True)
         return BAD
-    _print(verdicts, rows, got, written, th, verbose=bool(getattr(ns, "verbose", False)))
-    if got.problems:
+    for w in dict.fromkeys(str(w.message).removeprefix("perfgate: ") for w in caught):
+        if not any(e in w for e in done.errors):  # a write that failed is said once, below
+            _say(f"perfgate gate: {w}", err=True)
+    _print(verdicts, rows, got, done.written, th, verbose=bool(getattr(ns, "verbose", False)))
+    for line in done.errors:  # what could not be written; everything else was (pytest's recorder does the same)
+        _say(f"perfgate gate: could not write results: {line}", err=True)
+    if got.problems or done.errors:
         return BAD
     inconclusive = th.settings.inconclusive
     bad = [v for v in verdicts if v.outcome in ("fail", "error") or (v.outcome == "inconclusive" and inconclusive == "fail")]
     return FAILED if bad or not verdicts else OK
 
 
+@dataclass
+class Written:
+    written: list[Path] = field(default_factory=list)  # the results files written
+    errors: list[str] = field(default_factory=list)  # one line each: the path and the cause (exit 4)
+
+
 def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str | None = None
-            ) -> tuple[list[Any], list[dict[str, Any]], list[Path]]:
-    """Every (gate, data, label) evaluated and recorded; the results directory written."""
+            ) -> tuple[list[Any], list[dict[str, Any]], Written]:
+    """Every (gate, data, label) evaluated and recorded; the results directory written. A file that
+    cannot be written (a full disk, a read-only folder, a lock that cannot be taken) is one line in
+    ``errors`` and the others are still written."""
     from ..session.perfgate import Perfgate, RunState, verdict_properties
     from ..session.startup import live_store
+    from ..store import decisions, history
     from ..store.decisions import now_iso
 
+    done = Written()
     if not todo:
-        return [], [], []
-    out.mkdir(parents=True, exist_ok=True)
+        return [], [], done
     st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
     live = live_store(baseline, st, Path.cwd())
     started = now_iso()
@@ -97,15 +124,36 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
 
         pg = Perfgate(st, (g.name,), record, None, store=live.hook(test))
         verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
-    doc = st.flush()
-    live.record_history(st.all_verdicts(), started=started, commit=st.commit, engines=[])
+    try:
+        doc = st.flush()
+        done.written.append(out / decisions.FILENAME)
+    except OSError as e:  # a full disk, a read-only folder, a lock that cannot be taken
+        done.errors.append(_failed(out / decisions.FILENAME, e))
+        doc = decisions.merged({}, th, st.phase_entries())
+    done.errors += live.errors  # gate data not stored
+    kept: list[Path] = []
+    try:
+        live.record_history(st.all_verdicts(), started=started, commit=st.commit, engines=[])
+        kept.append(history.path_of(out))
+    except (OSError, ValueError, sqlite3.Error) as e:
+        done.errors.append(_failed(history.path_of(out), e))
     from ..writers import write_all
 
     phases = sorted({v["phase"] for v in st.all_verdicts()})
-    written = write_all(doc, out, phases=phases, inconclusive=st.inconclusive, final=True)
-    from ..store import history
+    try:
+        done.written += write_all(doc, out, phases=phases, inconclusive=st.inconclusive, final=True)
+    except Exception as e:  # every writer was tried; those that wrote are kept
+        done.written += list(getattr(e, "written", []))
+        done.errors.append(f"{out}: {e}")
+    done.written += kept
+    return verdicts, st.all_verdicts(), done
 
-    return verdicts, st.all_verdicts(), [out / "decisions.json", *written, history.path_of(out)]
+
+def _failed(where: Path, e: BaseException) -> str:
+    """``PATH: cause`` of a write that failed (the file the error names, else ``where``)."""
+    name = getattr(e, "filename", None) or where
+    cause = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return f"{name}: {cause}" if str(name) not in cause else cause
 
 
 def _runs(data: Any) -> list[Any]:
@@ -147,30 +195,35 @@ def _print(verdicts: list[Any], rows: list[dict[str, Any]], got: Inputs, written
     from ..writers.table import gate_table
 
     for problem in got.problems:
-        print(f"perfgate gate: {problem}", file=sys.stderr)
+        _say(f"perfgate gate: {problem}", err=True)
     if verdicts:
-        print("=" * 30 + " perfgate " + "=" * 30)
+        _say("=" * 30 + " perfgate " + "=" * 30)
         for line in gate_table(rows):
-            print(line)
+            _say(line)
     failing = [v for v in verdicts if v.outcome in ("fail", "error", "invalid", "inconclusive")]
     if failing:
-        print("")
+        _say("")
     for v in failing:  # as pytest's failing-gate lines: the reviewer's lines (all of it with -v), the fallback
         lines = v.message().splitlines() if verbose else [*review_lines(v), *_tool_terms(v), v.fallback_text()]
         lines = [ln for ln in lines if ln]
         if len(lines) > LINES:
             lines = [*lines[: LINES - 1], f"... ({len(lines) - LINES + 1} more lines)"]
         for ln in lines:
-            print(ln)
+            _say(ln)
     triggered = sorted({f for v in verdicts if v.outcome == "fail" for f in v.fallbacks})
     if triggered:
-        print("\ntriggered fallbacks:")
+        _say("\ntriggered fallbacks:")
         for f in triggered:
-            print("  " + plan_line(th.fallbacks[f]))
+            _say("  " + plan_line(th.fallbacks[f]))
     if got.skipped:
-        print(f"\nnot decided here: {'; '.join(got.skipped)}")
+        _say(f"\nnot decided here: {'; '.join(got.skipped)}")
     if verdicts:
         passed = sum(v.outcome == "pass" for v in verdicts)
-        print(f"\n{len(verdicts)} gate verdict(s): {passed} passed, {len(verdicts) - passed} not")
+        _say(f"\n{len(verdicts)} gate verdict(s): {passed} passed, {len(verdicts) - passed} not")
     for p in written:
-        print(f"perfgate: wrote {p}")
+        _say(f"perfgate: wrote {p}")
+
+
+def _say(text: str, err: bool = False) -> None:
+    """A line for the terminal: names from files (a file name with ESC, a bidi override) shown escaped."""
+    print("\n".join(printable(ln, fold=False) for ln in text.split("\n")), file=sys.stderr if err else sys.stdout)

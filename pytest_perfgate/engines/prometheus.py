@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..runtime.redaction import printable
+
 _SUMMED_LABELS = frozenset({"model_name", "engine"})
 
 
@@ -27,7 +29,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
                     name = name[: -len("_total")]
                 labels = sorted((k, v) for k, v in s.labels.items() if k not in _SUMMED_LABELS)
                 if labels:
-                    name += "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+                    name += "{" + ",".join(f'{k}="{printable(v)}"' for k, v in labels) + "}"  # the server's text
                 out[name] = out.get(name, 0.0) + float(s.value)
     except ValueError:
         return {}

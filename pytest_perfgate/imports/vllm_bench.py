@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..contract import RequestRecord
+from ..runtime.redaction import printable
 from . import jsondoc as j
 from .errors import ResultsError, bounded
 from .registry import Format
@@ -133,7 +134,7 @@ def run_of(path: Path, doc: Any, level: str = "", where: str = "", consume: bool
     recs = records(path, doc, where, consume)
     src = Source(NAME, TOOL, str(path), level=level, more=MORE)
     info = {"name": level or path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path),
-            "model": str(doc.get("model_id", ""))[:200], "backend": str(doc.get("backend", ""))[:40]}
+            "model": printable(str(doc.get("model_id", "")))[:200], "backend": printable(str(doc.get("backend", "")))[:40]}
     return ImportedRun(records=recs, engine_info=info, start_ns=min((r.sent_ns for r in recs), default=0),
                        end_ns=max((r.end_ns or r.sent_ns for r in recs), default=0), source=src)
 

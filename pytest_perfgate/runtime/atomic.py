@@ -6,13 +6,19 @@ import os
 import tempfile
 from pathlib import Path
 
+from .links import check
 
-def atomic_write_text(path: Path, text: str) -> Path:
+
+def atomic_write_text(path: Path, text: str, root: Path | None = None) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically: temp file in the same directory, fsync, replace.
 
-    A reader sees either the old file or the complete new one, never a partial write.
+    A reader sees either the old file or the complete new one, never a partial write. A link at
+    ``path`` is replaced, never written through; ``root``: the results folder ``path`` is in, whose
+    folders below it must not be links (:func:`.links.check`).
     """
     path = Path(path)
+    if root is not None:
+        check(path.parent, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from ..runtime.links import check, open_nofollow
 from ..runtime.redaction import clean
 
 TAIL_LINES = 15
@@ -29,14 +30,14 @@ def log_path(out_dir: Path, engine: str) -> Path:
 
 
 @contextlib.contextmanager
-def redirect_output(path: Path) -> Iterator[int]:
+def redirect_output(path: Path, root: Path | None = None) -> Iterator[int]:
     """fds 1 and 2 (and ``sys.stdout``/``sys.stderr``) append to ``path`` inside the block, which
-    gets a duplicate of the original stdout to tell the user what is going on."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    gets a duplicate of the original stdout to tell the user what is going on. ``root``: the results
+    folder; no link below it is written through (``LinkInResults``, an ``OSError``)."""
+    fd = _open_log(path, root)
     for s in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             s.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     saved = [os.dup(1), os.dup(2)]
     try:
         os.dup2(fd, 1)
@@ -52,11 +53,18 @@ def redirect_output(path: Path) -> Iterator[int]:
             os.close(f)
 
 
+def _open_log(path: Path, root: Path | None) -> int:
+    """The log opened for appending: never through a link in the results folder (``O_NOFOLLOW``)."""
+    check(path, root if root is not None else path.parent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+
 # The loggers of the engines' libraries whose handlers write to the terminal (vLLM's "[shutdown]" lines).
 LIBRARY_LOGGERS = ("vllm",)
 
 
-def retarget_handlers(prefixes: tuple[str, ...], path: Path) -> Callable[[], None]:
+def retarget_handlers(prefixes: tuple[str, ...], path: Path, root: Path | None = None) -> Callable[[], None]:
     """Point every ``logging.StreamHandler`` of the loggers named ``prefixes`` (and their children)
     that writes to ``sys.stdout``/``sys.stderr`` at ``path``; returns the function that puts them back."""
     import logging
@@ -67,8 +75,7 @@ def retarget_handlers(prefixes: tuple[str, ...], path: Path) -> Callable[[], Non
     if not handlers:
         return lambda: None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = path.open("a", encoding="utf-8", errors="replace")
+        f = os.fdopen(_open_log(path, root), "a", encoding="utf-8", errors="replace")
     except OSError:
         return lambda: None
     old = {k: h.setStream(f) for k, h in handlers.items()}
@@ -90,13 +97,13 @@ def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
 
 
-def append(path: Path, header: str, text: str) -> None:
-    """Add a test's captured output to an engine log (never raises: logs are a courtesy)."""
+def append(path: Path, header: str, text: str, root: Path | None = None) -> None:
+    """Add a test's captured output to an engine log (never raises: logs are a courtesy; nothing
+    goes through a link in the results folder ``root``)."""
     if not text.strip():
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8", errors="replace") as f:
+        with os.fdopen(_open_log(path, root), "a", encoding="utf-8", errors="replace") as f:
             f.write(f"----- {header} -----\n{text.rstrip()}\n")
     except OSError:
         pass
@@ -139,7 +146,11 @@ class LoggedEngines:
         path = self.log(real)
         failure = ""
         try:
-            with self._suspend(), redirect_output(path) as terminal:
+            check(path, self._out)
+        except OSError as e:  # a link planted in the results folder after the start: nothing goes through it
+            raise self._error(f"[engines.{real}] not started: engine log {path}: {e}") from None
+        try:
+            with self._suspend(), redirect_output(path, self._out) as terminal:
                 self._terminal = terminal
                 try:
                     return self._mgr.get(name)
@@ -150,7 +161,7 @@ class LoggedEngines:
         first = real not in self._told
         text = self.failure_text(failure, path, first)
         if first:
-            append(path, f"perfgate: engine {real!r} failed to start", failure)
+            append(path, f"perfgate: engine {real!r} failed to start", failure, self._out)
         self._told.add(real)
         raise self._error(text)
 
@@ -170,7 +181,7 @@ class LoggedEngines:
         live = self._mgr.live
         if live is None:
             return self._mgr.close_in_background()  # type: ignore[no-any-return]
-        restore = retarget_handlers(LIBRARY_LOGGERS, self.log(live.name))
+        restore = retarget_handlers(LIBRARY_LOGGERS, self.log(live.name), self._out)
         wait = self._mgr.close_in_background()
 
         def waited(timeout_s: float) -> str | None:
@@ -205,7 +216,7 @@ def route_captured(out_dir: Path, engine: str | None, nodeid: str,
     kept = []
     for title, content in sections:
         if title.startswith("Captured "):
-            append(path, f"{nodeid}: {title.lower()}", content)
+            append(path, f"{nodeid}: {title.lower()}", content, out_dir)
         else:
             kept.append((title, content))
     return kept

@@ -237,9 +237,7 @@ class Perfgate:
         """Write ``text`` to ``name`` in the results directory (atomically, directories made); returns its path."""
         from ..runtime.atomic import atomic_write_text
 
-        path = self.out_dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return atomic_write_text(path, text)
+        return atomic_write_text(self.out_dir / name, text, root=self.out_dir)
 
     def gate(self, name: str | None = None) -> Gate:
         if name is None:

@@ -81,8 +81,11 @@ def unwritable(out: Path) -> str | None:
     """Why the results directory can't be written (checked at start: a usage error, exit 4), or None.
 
     Nothing is created here: an existing directory gets a probe file, a missing one its nearest
-    existing parent."""
+    existing parent. A symbolic link in it that the session would write through (``samples/``,
+    ``engines/``, ``history.sqlite``, ...: :func:`~pytest_perfgate.runtime.links.planted`) is refused."""
     import tempfile
+
+    from ..runtime.links import planted
 
     probe = out
     while not probe.exists():
@@ -96,7 +99,7 @@ def unwritable(out: Path) -> str | None:
             pass
     except OSError as e:
         return f"not writable ({e.strerror or e})" if probe == out else f"cannot be created in {probe} ({e.strerror or e})"
-    return None
+    return planted(out) if probe == out else None
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -306,7 +309,7 @@ def prewarm(th: Thresholds, default: str | None, aliases: Mapping[str, str], mar
     names = list(dict.fromkeys(g.engine or default or "baseline" for g in th.gates.values() if g.phase in selected))
     if not names:
         return None
-    output = None if out_dir is None else (lambda name: redirect_output(log_path(out_dir, name)))
+    output = None if out_dir is None else (lambda name: redirect_output(log_path(out_dir, name), out_dir))
     return EngineManager(th.engines, dict(aliases)).prewarm(names, output)
 
 

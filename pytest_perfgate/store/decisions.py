@@ -17,6 +17,7 @@ from typing import Any
 
 from ..config import Thresholds
 from ..runtime.atomic import atomic_write_text
+from ..runtime.links import check
 from ..verdicts.record import VerdictRecord
 
 SCHEMA = "pytest-perfgate/decisions/1"
@@ -43,7 +44,7 @@ def new_run_id() -> str:
 
 
 def atomic_write_json(path: Path, doc: Any) -> None:
-    atomic_write_text(path, json.dumps(doc, indent=2, allow_nan=False, default=str))
+    atomic_write_text(path, json.dumps(doc, indent=2, allow_nan=False, default=str), root=path.parent)
 
 
 def read_decisions(out_dir: Path) -> dict[str, Any]:
@@ -159,7 +160,8 @@ def merge_phases(out_dir: Path, th: Thresholds, entries: Mapping[str, dict[str, 
     from filelock import FileLock
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out_dir / (FILENAME + ".lock")), timeout=60):
+    lock = check(out_dir / (FILENAME + ".lock"), out_dir)  # the lock is opened O_TRUNC: never through a link
+    with FileLock(str(lock), timeout=60):
         try:
             doc = read_decisions(out_dir)
         except ValueError:
@@ -167,11 +169,17 @@ def merge_phases(out_dir: Path, th: Thresholds, entries: Mapping[str, dict[str, 
             bad = out_dir / FILENAME
             bad.replace(bad.with_suffix(".corrupt.json"))
             doc = {"schema": SCHEMA, "phases": {}, "fallbacks": {}}
-        doc["schema"] = SCHEMA
-        doc["updated"] = now_iso()
-        doc.setdefault("phases", {}).update(entries)
-        fb = doc.setdefault("fallbacks", {})
-        for f in th.fallbacks.values():
-            fb[f.name] = {"title": f.title, "cost": f.cost, "doc": f.doc}
+        doc = merged(doc, th, entries)
         atomic_write_json(out_dir / FILENAME, doc)
         return doc
+
+
+def merged(doc: dict[str, Any], th: Thresholds, entries: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """``doc`` (a stored record, or ``{}``) with the given phases replaced and the plans of ``th``."""
+    doc["schema"] = SCHEMA
+    doc["updated"] = now_iso()
+    doc.setdefault("phases", {}).update(entries)
+    fb = doc.setdefault("fallbacks", {})
+    for f in th.fallbacks.values():
+        fb[f.name] = {"title": f.title, "cost": f.cost, "doc": f.doc}
+    return doc

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..runtime.links import check
 from ..verdicts.record import VerdictRecord
 
 FILENAME = "history.sqlite"
+SIDECARS = ("-wal", "-shm", "-journal")  # SQLite's files beside it
 VERSION = 1
 
 _SCHEMA = """
@@ -103,7 +105,9 @@ def connect(path: Path, *, create: bool = True) -> sqlite3.Connection:
     path = Path(path)
     if not create and not path.exists():
         raise HistoryError(f"{path}: no run history (no perfgate run has written this results directory)")
-    if create:
+    if create:  # never a database elsewhere through a link (SQLite follows them, its journals too)
+        for p in (path, *(path.with_name(path.name + s) for s in SIDECARS)):
+            check(p, path.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
     # Switching a new file to WAL while another process opens it can answer "database is locked" at
     # once, past the busy handler (SQLite returns BUSY rather than risk a deadlock): try again, for

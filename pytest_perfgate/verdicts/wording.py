@@ -186,8 +186,15 @@ def no_fallback(gate: str) -> str:
 # ---------------------------------------------------------------- from a stored verdict dict
 
 # Not allowed in XML 1.0 (C0 controls but tab/newline/CR, lone surrogates, U+FFFE/U+FFFF), plus the
-# C1 controls, which are legal XML but parse errors in HTML. Shown as "#xNN" like pytest's junitxml.
-_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# C1 controls, which are legal XML but parse errors in HTML, and every invisible format character
+# (Unicode category Cf: the bidi overrides and isolates such as U+202E, which reorder what a reader
+# sees, zero-width characters, the BOM) and the line/paragraph separators U+2028/U+2029. Shown as
+# "#xNN" like pytest's junitxml (the terminal's choke point, runtime/redaction.printable, shows the
+# same characters as "\u202e").
+_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+           "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+_ILLEGAL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff{_FORMAT}]")
 
 
 def _visible(m: re.Match[str]) -> str:
@@ -198,7 +205,8 @@ def _visible(m: re.Match[str]) -> str:
 def clean_text(value: object) -> str:
     """``value`` as text that is legal in XML 1.0 and HTML and encodable as UTF-8.
 
-    ``None`` becomes ``""``; illegal characters are replaced by a visible ``#xNN`` marker.
+    ``None`` becomes ``""``; illegal and invisible characters (a control character, a bidi override)
+    are replaced by a visible ``#xNN`` marker: every writer's text goes through here.
     """
     if value is None:
         return ""

@@ -97,7 +97,8 @@ class RenderedWriter:
     def write(self, doc: Mapping[str, Any], out_dir: Path, *, phases: list[str] | None = None,
               inconclusive: str = "fail") -> Path:
         """Write ``out_dir / filename`` atomically and return its path."""
-        return atomic_write_text(Path(out_dir) / self.filename, self.render(doc, phases=phases, inconclusive=inconclusive))
+        return atomic_write_text(Path(out_dir) / self.filename, self.render(doc, phases=phases, inconclusive=inconclusive),
+                                 root=Path(out_dir))
 
 
 class WriterError(RuntimeError):

@@ -301,9 +301,10 @@ class HtmlWriter(RenderedWriter):
         be drawn are a warning and the report is written without them (never fatal to the run)."""
         try:
             return write_report(doc, out_dir, phases=phases, inconclusive=inconclusive, plots=True)
-        except Exception as e:
+        except Exception as e:  # said once the report is written without them (a write that fails is the error)
+            path = self.write(doc, out_dir, phases=phases, inconclusive=inconclusive)
             warnings.warn(f"perfgate: could not write the plotted report.html: {e}", stacklevel=2)
-            return self.write(doc, out_dir, phases=phases, inconclusive=inconclusive)
+            return path
 
 
 def write_report(
@@ -313,4 +314,5 @@ def write_report(
     """Write ``report.html``; ``plots``: with the distribution, run and trend plots made from the stored
     data files and history of ``out_dir`` (matplotlib, imported here)."""
     return atomic_write_text(Path(out_dir) / HtmlWriter.filename,
-                             render(doc, phases=phases, inconclusive=inconclusive, store_dir=Path(out_dir) if plots else None))
+                             render(doc, phases=phases, inconclusive=inconclusive, store_dir=Path(out_dir) if plots else None),
+                             root=Path(out_dir))

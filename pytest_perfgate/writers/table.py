@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..runtime.redaction import printable
 from ..verdicts.record import VerdictRecord
 from ..verdicts.wording import bounds_cell, metric_text, shown, threshold_text
 
@@ -24,7 +25,8 @@ def _row(d: Mapping[str, Any]) -> tuple[str, ...]:
     outcome = v.outcome.upper() + (f" [{v.band}]" if v.band else "")
     fb = ",".join(v.fallbacks) if v.outcome in ("fail", "inconclusive") else ""
     gate = v.gate + (f" [{v.label}]" if v.label else "")  # one of several verdicts of a gate
-    return (v.phase, gate, metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
+    cells = (v.phase, gate, metric_text(v), shown(v, "observed"), bounds_cell(v), threshold_text(v), outcome, fb)
+    return tuple(printable(c) for c in cells)  # names from files and servers: shown escaped on the terminal
 
 
 def _render(rows: list[tuple[str, ...]], keep: list[int]) -> list[str]:
@@ -78,7 +80,7 @@ def error_notes(verdicts: Iterable[Mapping[str, Any]], width: int = WIDTH) -> li
         regressed = v.details.get("target_met") == 1.0 and v.outcome == "fail"
         if v.outcome in ("error", "invalid") or regressed:  # a fail on its target alone reads in its row
             kind = v.outcome if v.outcome in ("error", "invalid") else "regressed"
-            note = v.note.split("; raw verdict")[0]  # invalid: the figure and the fix
+            note = printable(v.note.split("; raw verdict")[0])  # invalid: the figure and the fix
             by_note.setdefault((kind, note), []).append(v.gate)
     out: list[str] = []
     for (kind, note), gates in by_note.items():
