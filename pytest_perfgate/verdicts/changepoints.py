@@ -9,8 +9,9 @@ Detection is binary segmentation with a permutation test:
 * ``tau^2`` from the whole series, robustly: half the squared MAD-scale of successive differences
   (a step moves one difference, not the scale) less the runs' median within-run variance;
 * each run weighted ``1 / (s_i^2 + tau^2)`` (a short run counts less); for every split between two
-  commits (at least ``min_size`` runs each side) the standardized difference of the weighted means,
-  ``|m_R - m_L| / sqrt(1/W_L + 1/W_R)``; its maximum over the splits is the statistic;
+  commits (at least ``min_size`` runs each side) the difference of the weighted means studentized,
+  ``|m_R - m_L| / sqrt(v (1/W_L + 1/W_R))`` with ``v`` the weighted residual variance about the two
+  sides' means (at least 1: the weights' own scale); its maximum over the splits is the statistic;
 * its p-value from ``permutations`` seeded shuffles of the segment's runs (run effects exchangeable
   under "no change": the maximum over splits is calibrated by the permutations themselves, heavy
   tails included); a split with ``p <= alpha`` is a change point and both sides are searched again;
@@ -81,27 +82,38 @@ def run_effect_var(y: Array, s: Array) -> float:
 def drift_phi(y: Array) -> float:
     """The run effects' lag-1 autocorrelation (a drifting machine state), from the successive
     differences: for AR(1) run effects corr(d_i, d_i+1) = -(1 - phi) / 2, and a step moves one
-    difference only. Clipped to [0, 0.9]; 0 below 8 runs."""
+    difference only (clipped at 2.5 MAD-scales). Less one standard error (1/sqrt(n)), clipped to [0, 0.9]; 0 below 8 runs."""
     if y.size < 8:
         return 0.0
     d = np.diff(y)
     d = d - np.median(d)
+    c = 2.5 * 1.4826 * float(np.median(np.abs(d)))  # a step's one big difference clipped (Huber)
+    d = np.clip(d, -c, c)
     den = float(np.sum(d * d))
     if den <= 0:
         return 0.0
     rho = float(np.sum(d[1:] * d[:-1])) / den
-    return min(0.9, max(0.0, 1 + 2 * rho))
+    # less one standard error of the estimate (about 1 / sqrt(n) for phi): a short stationary series
+    # reads as drifting by chance, and that would blind the search
+    return min(0.9, max(0.0, 1 + 2 * rho - 1 / math.sqrt(y.size)))
 
 
 def _max_split(y: Array, w: Array, allowed: Array) -> tuple[Array, Array]:
-    """Rows of ``y`` (B x n) with weights ``w`` (B x n): (max standardized difference, its split)."""
+    """Rows of ``y`` (B x n) with weights ``w`` (B x n): (max studentized difference, its split).
+    Studentized by the weighted residual scatter about the two sides' means (a t statistic), so the
+    permuted series, whose scatter holds the step, is not compared with the observed on one scale."""
+    n = y.shape[1]
     wy = np.cumsum(w * y, axis=1)
+    wyy = np.cumsum(w * y * y, axis=1)
     ww = np.cumsum(w, axis=1)
-    tw, twy = ww[:, -1:], wy[:, -1:]
-    wl, wyl = ww[:, :-1], wy[:, :-1]  # left = runs [0, k) for split k = 1..n-1
-    wr, wyr = tw - wl, twy - wyl
+    tw, twy, twyy = ww[:, -1:], wy[:, -1:], wyy[:, -1:]
+    wl, wyl, wyyl = ww[:, :-1], wy[:, :-1], wyy[:, :-1]  # left = runs [0, k) for split k = 1..n-1
+    wr, wyr, wyyr = tw - wl, twy - wyl, twyy - wyyl
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.abs(wyr / wr - wyl / wl) / np.sqrt(1 / wl + 1 / wr)
+        ml, mr = wyl / wl, wyr / wr
+        ss = np.maximum(wyyl - wyl * ml + wyyr - wyr * mr, 0.0)
+        scale = np.maximum(ss / max(n - 2, 1), 1.0)  # never below the runs' own errors (weights 1/var)
+        t = np.abs(mr - ml) / np.sqrt(scale * (1 / wl + 1 / wr))
     t = np.where(allowed[None, :], np.nan_to_num(t, nan=0.0), 0.0)
     k = np.argmax(t, axis=1)
     return t[np.arange(t.shape[0]), k], k + 1
