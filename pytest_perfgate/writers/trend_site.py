@@ -120,9 +120,9 @@ def svg(s: Mapping[str, Any]) -> str:
                        f'{html.escape(str(p.get("outcome")))}</title></circle>')
     step = max(1, math.ceil(n / 16))
     for i in range(0, n, step):  # commit labels
-        c = str(pts[i].get("commit") or pts[i].get("run_id") or "")[:7]
+        label = str(pts[i].get("commit") or pts[i].get("run_id") or "")[:7]
         out.append(f'<text x="{xs(i):.1f}" y="{H - PAD_B + 14}" font-size="10" text-anchor="end" '
-                   f'transform="rotate(-40 {xs(i):.1f} {H - PAD_B + 14})" font-family="monospace">{html.escape(c)}</text>')
+                   f'transform="rotate(-40 {xs(i):.1f} {H - PAD_B + 14})" font-family="monospace">{html.escape(label)}</text>')
     out.append(f'<text x="{(PAD_L + W - PAD_R) / 2:.0f}" y="{H - 4}" font-size="12" text-anchor="middle">'
                f'commits, oldest first ({n} runs)</text></svg>')
     return "".join(out)
