@@ -103,6 +103,8 @@ def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
         except history.HistoryError:
             pass
     sha = _git_commit(ref, cwd)
+    if sha is None and "/" not in ref and _is_branch(ref, cwd):  # a CI checkout: main only as origin/main
+        sha = _git_commit(f"origin/{ref}", cwd)
     if sha is not None:
         if not db.exists():
             raise history.HistoryError(f"--perfgate-baseline {ref}: commit {sha[:12]} but no run history in {db}")

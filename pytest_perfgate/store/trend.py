@@ -37,6 +37,8 @@ def branch_commits(branch: str, cwd: Path, limit: int | None = None) -> list[str
     """Full SHAs of the branch's first-parent history, oldest first (None: not a git ref here)."""
     args = ["rev-list", "--first-parent"] + ([f"--max-count={int(limit)}"] if limit else []) + [branch, "--"]
     out = _git(args, cwd)
+    if out is None and "/" not in branch:  # a CI checkout has main only as origin/main
+        out = _git([*args[:-2], f"origin/{branch}", "--"], cwd)
     if out is None:
         return None
     return list(reversed(out.split()))

@@ -36,3 +36,18 @@ def test_branch_baseline_names_its_commit_range(tmp_path: Path) -> None:
     assert trend.is_branch("main", r.repo) and not trend.is_branch("nope", r.repo)
     assert trend.default_branches(r.repo) == ["pr", "main"]
     assert trend.branch_baseline(r.db, "flat", "nope", r.repo) is None
+
+
+def test_a_branch_known_only_as_origin_branch(tmp_path: Path) -> None:
+    """A CI checkout of a pull request has main only as refs/remotes/origin/main."""
+    from pytest_perfgate.store import baseline
+
+    r = make(tmp_path, n=5, step_at=99)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(r.repo), str(clone))
+    git(clone, "checkout", "-q", "-b", "pr")
+    git(clone, "branch", "-q", "-D", "main")
+    assert trend.branch_commits("main", clone) == r.commits
+    ref = baseline.resolve("main", r.results, clone)
+    assert ref.branch == "main" and ref.commit == r.commits[-1]
+    assert baseline.resolve("origin/main", r.results, clone).branch == "origin/main"
