@@ -8,7 +8,7 @@ the log scale a run's estimate is
 
 Two runs of the same code differ by ``u_1 - u_2`` as well as by their within-run errors; a single
 run's bound says nothing about ``tau``. ``tau`` is estimated from repeated runs of the baseline (its
-history at the baseline's commit or branch, or ``--perfgate-repeat N``):
+history at the baseline's commit or branch):
 ``tau^2 = max(0, var(y) - mean(s^2))``.
 
 The regression test (smaller-is-better; bigger mirrors it) of the current runs' mean ``yc`` (m runs)
@@ -185,7 +185,7 @@ def regression_test(current: Sequence[RunEstimate], baseline: Sequence[RunEstima
             what = f"{change:+.1%}: no regression beyond the {tolerance:.0%} tolerance shows even within the runs' own errors"
         text = (f"run-to-run variation unknown ({b.k} baseline run{'s' if b.k != 1 else ''} in history, "
                 f"{MIN_RUNS} needed): {what}; {more} more baseline run{'s' if more != 1 else ''} "
-                f"(history at the baseline, or --perfgate-repeat {MIN_RUNS}) would decide")
+                f"(the suite run again on the baseline's code, each run recorded in its history) would decide")
         return RunEffectsResult(False, False, False, change, -math.inf, math.inf, b, m,
                                 0, c, tolerance, text, needed_cv, more)
     df = b.k - 1
@@ -208,7 +208,7 @@ def regression_test(current: Sequence[RunEstimate], baseline: Sequence[RunEstima
     verdict = (f"REGRESSED beyond the {tolerance:.0%} regression tolerance" if regressed
                else f"within the {tolerance:.0%} regression tolerance" if ruled_out
                else f"inconclusive: a regression beyond the {tolerance:.0%} tolerance can neither be shown nor "
-                    f"ruled out with run effects of CV {b.cv:.1%}; more runs (--perfgate-repeat N) may decide")
+                    f"ruled out with run effects of CV {b.cv:.1%}; more runs of this code and of the baseline may decide")
     text = (f"{m} run{'s' if m != 1 else ''} vs {b.k} baseline runs, {b.text()}: {change:+.1%} ({bound}, "
             f"t on {df} df): {verdict}")
     return RunEffectsResult(regressed, ruled_out, True, change, lo, hi, b, m, df, c, tolerance, text)

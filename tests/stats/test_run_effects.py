@@ -55,7 +55,7 @@ def test_too_little_history_says_so_and_what_decides() -> None:
     assert not r.known and not r.regressed and not r.ruled_out and r.more_runs == 1
     assert "run-to-run variation unknown (2 baseline runs in history, 3 needed)" in r.text
     assert "a regression only if runs of the same code vary by less than CV" in r.text
-    assert "--perfgate-repeat 3" in r.text
+    assert "1 more baseline run (the suite run again on the baseline's code" in r.text
     assert 0.05 < r.needed_cv < 0.15
 
 

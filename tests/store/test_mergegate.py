@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import THRESHOLDS, thresholds_at
 from trendrepo import git
 
-from pytest_perfgate.config import ConfigError, Thresholds
+from pytest_perfgate.config import ConfigError, Thresholds, load_thresholds
 from pytest_perfgate.store import baseline, history
 from pytest_perfgate.store.live import LiveStore
 from pytest_perfgate.store.mergegate import compare_branch
@@ -19,6 +18,13 @@ from pytest_perfgate.verdicts.samples import make_samples
 from pytest_perfgate.verdicts.verdict import evaluate
 
 C = 0.95
+THRESHOLDS = (Path(__file__).parents[1] / "fixtures" / "thresholds" / "store.toml").read_text()
+
+
+def thresholds_at(tmp: Path, text: str) -> Thresholds:
+    p = tmp / "thresholds.toml"
+    p.write_text(text)
+    return load_thresholds(p)
 
 
 def _main_history(tmp: Path, th: Thresholds, runs: int, seed: int = 1) -> tuple[Path, Path, list[str]]:

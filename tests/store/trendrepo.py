@@ -33,7 +33,7 @@ class TrendRepo:
         return self.results / history.FILENAME
 
 
-def verdict(gate: str, value: float, rel: float = 0.03, threshold: float = 0.2, outcome: str = "pass") -> dict:
+def verdict(gate: str, value: float, rel: float = 0.03, threshold: float = 0.2, outcome: str = "pass") -> dict[str, object]:
     z = 1.6448536269514722
     return {"gate": gate, "phase": "p1", "outcome": outcome, "metric": "ttft", "statistic": "p50",
             "observed": value, "lower": value * math.exp(-z * rel), "upper": value * math.exp(z * rel),
