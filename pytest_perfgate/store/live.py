@@ -94,7 +94,8 @@ class LiveStore:
             try:
                 self._branch_refs[branch] = resolve(branch, self.out_dir, Path.cwd())
             except ValueError as e:
-                warnings.warn(f"perfgate: regression vs {branch!r}: {e}", stacklevel=4)
+                why = str(e).replace(f"--perfgate-baseline {branch}: ", "")
+                warnings.warn(f"perfgate: gate regression vs {branch!r} not compared: {why}", stacklevel=4)
                 self._branch_refs[branch] = None
         return self._branch_refs[branch]
 

@@ -101,3 +101,20 @@ def test_bad_regression_table_is_named(tmp_path: Path, value: str, msg: str) -> 
     with pytest.raises(ConfigError, match=msg) as e:
         thresholds_at(tmp_path, text)
     assert "gates.lat" in str(e.value)
+
+
+def test_gate_option_without_history_warns_once_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = THRESHOLDS.replace('max = "150 ms"\nregression = "10%"',
+                              'max = "150 ms"\nregression = { vs = "main", tolerance = "10%" }')
+    th = thresholds_at(tmp_path, text)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "c0")
+    monkeypatch.chdir(repo)
+    store = LiveStore(repo / "perfgate-results", th, "first")
+    cur = _current(1.0)
+    with pytest.warns(UserWarning, match=r"gate regression vs 'main' not compared: commit \w+ but no run history in") as w:
+        v = store.keep(evaluate(th.gate("lat"), cur, confidence=C, thresholds=th), cur, C, [], "t")
+        store.keep(evaluate(th.gate("lat"), cur, confidence=C, thresholds=th), cur, C, [], "t")
+    assert len(w) == 1 and "--perfgate-baseline" not in str(w[0].message) and v.outcome == "pass"
