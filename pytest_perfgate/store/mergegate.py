@@ -17,10 +17,21 @@ from typing import TYPE_CHECKING, Any
 
 from ..verdicts.runeffects import RunEstimate, regression_test
 from .baseline import BaselineRef, Comparison, smaller_is_better
-from .trend import WINDOW, branch_baseline
+from .trend import WINDOW, branch_baseline, branch_commits, series
 
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
+
+
+def _repeats(ref: BaselineRef, gate: str, exclude_run: str | None, baseline_commits: set[str]) -> list[RunEstimate]:
+    """Earlier stored runs of ``gate`` at the checked-out commit (the suite run again on the same
+    code: each adds a current run, so the current side's run effect shrinks as tau^2 / m); none when
+    that commit is one of the baseline's (a run on the branch itself)."""
+    head = branch_commits("HEAD", ref.cwd or Path.cwd(), limit=1)
+    if not head or head[0] in baseline_commits:
+        return []
+    s = series(ref.db, gate, "HEAD", head)
+    return [e for p in s.points if p.run_id != exclude_run for e in [p.estimate()] if e is not None]
 
 
 def compare_branch(gate: Gate, current: Any, ref: BaselineRef, *, confidence: float,
@@ -40,9 +51,10 @@ def compare_branch(gate: Gate, current: Any, ref: BaselineRef, *, confidence: fl
                            exclude_run=exclude_run)
     if cur is None or base is None:
         return None
+    current_runs = [cur, *_repeats(ref, gate.name, exclude_run, {r.commit for r in base.runs})]
     tol = gate.regression if tolerance is None else tolerance
     sib = smaller_is_better(gate)
-    res = regression_test([cur], base.runs, tolerance=tol or 0.0, confidence=confidence, smaller_is_better=sib)
+    res = regression_test(current_runs, base.runs, tolerance=tol or 0.0, confidence=confidence, smaller_is_better=sib)
     bound = 1 + (res.lower if sib else res.upper)
     commits = f"{base.first}..{base.last}"
     text = (f"vs {ref.branch} (commits {base.first[:12]}..{base.last[:12]}, {len(base.runs)} runs): "

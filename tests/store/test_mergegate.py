@@ -118,3 +118,20 @@ def test_gate_option_without_history_warns_once_naming_the_file(tmp_path: Path, 
         v = store.keep(evaluate(th.gate("lat"), cur, confidence=C, thresholds=th), cur, C, [], "t")
         store.keep(evaluate(th.gate("lat"), cur, confidence=C, thresholds=th), cur, C, [], "t")
     assert len(w) == 1 and "--perfgate-baseline" not in str(w[0].message) and v.outcome == "pass"
+
+
+def test_repeated_runs_of_the_pull_request_count_as_current_runs(tmp_path: Path, th: Thresholds) -> None:
+    """The suite run again at the PR's commit: its earlier stored runs join this one (m runs)."""
+    repo, out, _ = _main_history(tmp_path, th, 8)
+    (repo / "f").write_text("pr")
+    git(repo, "commit", "-qam", "pr change")
+    pr = git(repo, "rev-parse", "HEAD")
+    ref = baseline.resolve("main", out, repo)
+    first = compare_branch(th.gate("lat"), _current(1.0, seed=1), ref, confidence=C, thresholds=th, exclude_run="pr-0")
+    assert first is not None and "1 run vs 8 baseline runs" in first.text
+    for i in range(2):
+        v = evaluate(th.gate("lat"), _current(1.0, seed=2 + i), confidence=C, thresholds=th)
+        history.record(history.path_of(out), run_id=f"pr-{i}", started=f"2026-01-02T00:0{i}:00", git_commit=pr,
+                       thresholds_file=None, thresholds_sha256=None, engines=[], verdicts=[(0, v.to_dict())])
+    again = compare_branch(th.gate("lat"), _current(1.0, seed=1), ref, confidence=C, thresholds=th, exclude_run="pr-2")
+    assert again is not None and "3 runs vs 8 baseline runs" in again.text and again.baseline_runs == 8
