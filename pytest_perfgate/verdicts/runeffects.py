@@ -9,7 +9,8 @@ the log scale a run's estimate is
 Two runs of the same code differ by ``u_1 - u_2`` as well as by their within-run errors; a single
 run's bound says nothing about ``tau``. ``tau`` is estimated from repeated runs of the baseline (its
 history at the baseline's commit or branch):
-``tau^2 = max(0, var(y) - mean(s^2))``.
+``tau^2 = max(0, var(y) - median(s^2))`` (the median: one run with a blown-up bound must not
+swallow the run effect).
 
 The regression test (smaller-is-better; bigger mirrors it) of the current runs' mean ``yc`` (m runs)
 against the baseline runs' mean ``yb`` (k runs) at tolerance ``t``:
@@ -34,6 +35,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 MIN_RUNS = 3  # baseline runs needed before the run effect is estimated (2 degrees of freedom)
@@ -77,7 +79,7 @@ class Spread:
     k: int
     mean: float  # mean log estimate
     var: float  # sample variance of the runs' log estimates (run effect + within-run error)
-    within: float  # mean within-run variance (log scale)
+    within: float  # median within-run variance (log scale)
     tau: float  # run effect SD, log scale
 
     @property
@@ -96,7 +98,9 @@ def spread(runs: Sequence[RunEstimate]) -> Spread:
         raise ValueError("no runs")
     mean = sum(r.y for r in runs) / k
     var = sum((r.y - mean) ** 2 for r in runs) / (k - 1) if k > 1 else math.nan
-    within = sum(r.s * r.s for r in runs) / k
+    # the median, not the mean: one run whose bound a burst of slow requests blew up (an upper bound
+    # 90x its median, seen on a busy machine) would otherwise swallow the run effect
+    within = float(np.median([r.s * r.s for r in runs]))
     tau2 = max(0.0, var - within) if k > 1 else math.nan
     return Spread(k, mean, var, within, math.sqrt(tau2) if k > 1 else math.nan)
 

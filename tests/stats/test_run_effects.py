@@ -80,3 +80,15 @@ def test_from_bounds_and_spread() -> None:
     assert one is not None and one.s == pytest.approx(0.1, rel=1e-3)
     s = spread([RunEstimate(math.log(x), 0.0) for x in (1.0, 1.1, 0.9)])
     assert s.k == 3 and s.cv == pytest.approx(0.1, abs=0.01)
+
+
+def test_one_run_with_a_blown_up_bound_does_not_swallow_the_run_effect() -> None:
+    """Seen on a busy machine: one run's bounds 20.2 ms - 1794 ms (a burst of slow requests). With
+    the mean of the within-run variances the run effect read 0 and the current run's own was left out."""
+    ys = [20.7, 30.5, 21.2, 22.3, 20.8, 20.6, 20.7, 20.6, 28.9]
+    base = [RunEstimate(math.log(y), 0.01) for y in ys]
+    base[4] = RunEstimate(math.log(20.8), math.log(1794 / 20.2) / (2 * 1.645))
+    s = spread(base)
+    assert s.cv > 0.1
+    r = regression_test([RunEstimate(math.log(26.8), 0.01)], base, tolerance=TOL, confidence=C)
+    assert not r.regressed and "between-run spread CV 1" in r.text
