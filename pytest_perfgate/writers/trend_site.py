@@ -61,16 +61,24 @@ def svg(s: Mapping[str, Any]) -> str:
     u = _unit(str(s.get("unit") or ""))
     pts: Sequence[Mapping[str, Any]] = s.get("points") or []
     n = len(pts)
-    vals = [v for p in pts for v in (_scale(p.get("observed"), u), _scale(p.get("lower"), u), _scale(p.get("upper"), u))
-            if v is not None]
+    obs = [v for v in (_scale(p.get("observed"), u) for p in pts) if v is not None]
     thr = next((_scale(p.get("threshold"), u) for p in reversed(pts) if p.get("threshold") is not None), None)
-    if thr is not None:
-        vals.append(thr)
-    if not vals:
+    if not obs:
         return "<p class='muted'>no run with a value</p>"
-    lo, hi = min(vals), max(vals)
-    span = hi - lo or abs(hi) or 1.0
-    lo, hi = lo - 0.08 * span, hi + 0.08 * span
+    # the view: the runs' values, their bounds up to one span beyond, the threshold when near; a bound
+    # a burst of slow requests blew up (20 ms - 1794 ms seen) must not flatten every other run
+    a, b = min(obs), max(obs)
+    span = (b - a) or abs(b) * 0.1 or 1.0
+    lows = [v for v in (_scale(p.get("lower"), u) for p in pts) if v is not None]
+    highs = [v for v in (_scale(p.get("upper"), u) for p in pts) if v is not None]
+    lo, hi = max(min([a, *lows]), a - span), min(max([b, *highs]), b + span)
+    thr_in = thr is not None and a - 2 * span <= thr <= b + 2 * span
+    if thr_in and thr is not None:
+        lo, hi = min(lo, thr), max(hi, thr)
+    if a >= 0:
+        lo = max(lo, 0.0)
+    pad = 0.06 * (hi - lo or 1.0)
+    lo, hi = (max(lo - pad, 0.0) if a >= 0 else lo - pad), hi + pad
 
     def xs(i: float) -> float:
         return PAD_L + (i + 0.5) * (W - PAD_L - PAD_R) / max(n, 1)
@@ -88,7 +96,11 @@ def svg(s: Mapping[str, Any]) -> str:
     out.append(f'<text x="14" y="{PAD_T + (H - PAD_T - PAD_B) / 2:.0f}" font-size="12" '
                f'transform="rotate(-90 14 {PAD_T + (H - PAD_T - PAD_B) / 2:.0f})" text-anchor="middle">'
                f'{html.escape(str(s.get("metric") or s.get("gate")))} ({html.escape(u.name or "value")})</text>')
-    if thr is not None:
+    if thr is not None and not thr_in:
+        where, y = ("above", PAD_T + 12) if thr > hi else ("below", H - PAD_B - 4)
+        out.append(f'<text x="{W - PAD_R - 4}" y="{y}" text-anchor="end" font-size="11" fill="#b36b00">'
+                   f'threshold {thr:.4g} ({where} the plot)</text>')
+    if thr is not None and thr_in:
         y = ys(thr)
         out.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e08a00" '
                    f'stroke-dasharray="6 4" stroke-width="1.5"/><text x="{W - PAD_R - 4}" y="{y - 4:.1f}" '
@@ -111,7 +123,11 @@ def svg(s: Mapping[str, Any]) -> str:
         x = xs(i)
         lo_v, hi_v, ob = _scale(p.get("lower"), u), _scale(p.get("upper"), u), _scale(p.get("observed"), u)
         if lo_v is not None and hi_v is not None:
-            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{ys(hi_v):.1f}" y2="{ys(lo_v):.1f}" stroke="#555"/>')
+            top, bottom = ys(min(hi_v, hi)), ys(max(lo_v, lo))
+            out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top:.1f}" y2="{bottom:.1f}" stroke="#555"/>')
+            if hi_v > hi:  # a bound beyond the view: an arrow head at the edge
+                out.append(f'<path d="M{x - 4:.1f},{top + 6:.1f} L{x:.1f},{top:.1f} L{x + 4:.1f},{top + 6:.1f}" '
+                           f'fill="none" stroke="#555"/>')
         color = {"fail": "#b00020", "inconclusive": "#c77c00"}.get(str(p.get("outcome")), "#1f5fa8")
         if ob is not None:
             out.append(f'<circle cx="{x:.1f}" cy="{ys(ob):.1f}" r="3.5" fill="{color}"><title>'

@@ -71,3 +71,17 @@ def test_trend_site_renders_in_headless_chromium(tmp_path: Path, monkeypatch: py
                          capture_output=True, text=True, timeout=300)
     assert shot.exists(), res.stderr[-2000:]
     assert _png_size(shot) == (1100, 900) and shot.stat().st_size > 20_000
+
+
+def test_a_blown_up_bound_does_not_flatten_the_plot() -> None:
+    """Seen in a real 14-commit history: one run's bounds 20.2 ms - 1794 ms. The view keeps the runs'
+    values (the bound drawn to the edge with an arrow head); a far threshold is named, not drawn."""
+    from pytest_perfgate.writers.trend_site import svg
+
+    pts = [{"run_id": f"r{i}", "commit": f"{i:040x}", "observed": v, "lower": v * 0.97, "upper": v * 1.03,
+            "outcome": "pass", "threshold": 0.1} for i, v in enumerate([0.0207, 0.0212, 0.0208, 0.0268, 0.0269])]
+    pts[2] = {**pts[2], "lower": 0.0202, "upper": 1.794}
+    out = svg({"gate": "g", "branch": "main", "unit": "ms", "metric": "ttft", "points": pts, "changes": []})
+    labels = [float(t) for t in __import__("re").findall(r'text-anchor="end" font-size="11">([0-9.]+)</text>', out)]
+    assert labels and max(labels) < 40 and min(labels) >= 0
+    assert "threshold 100 (above the plot)" in out and "<path d=" in out
