@@ -164,6 +164,10 @@ def _history(ns: argparse.Namespace) -> int:
     from ..store import history
     from ..store.export import export
 
+    if ns.changes:  # change points over commits (history_changes.py)
+        from .history_changes import changes
+
+        return _guarded(changes, ns, _history_path(ns.results))
     rows = history.verdicts(_history_path(ns.results), gate=ns.gate, limit=ns.limit)
     if ns.gate and not rows:
         raise CommandError(f"no stored verdict of gate {ns.gate!r} in {ns.results}")
@@ -304,9 +308,20 @@ def _diff(ns: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- report
+def _guarded(func: Any, ns: argparse.Namespace, db: Path) -> int:
+    try:
+        return int(func(ns, db))
+    except ValueError as e:  # a bad --alpha, an unreadable history
+        raise CommandError(str(e), USAGE if str(e).startswith("--") else NOT_FOUND) from None
+
+
 def _report(ns: argparse.Namespace) -> int:
     from ..writers import write_all
 
+    if ns.history:  # the trend site of the history (history_changes.py)
+        from .history_changes import site
+
+        return _guarded(site, ns, _history_path(ns.results))
     doc = _decisions(ns.results)
     out = Path(ns.results)
     # every writer (built in and entry points), report.html with its plots
@@ -343,6 +358,9 @@ def add_commands(sub: Any) -> None:
                    help="bencher: Bencher Metric Format; github-smaller/-bigger: github-action-benchmark "
                    "customSmallerIsBetter/customBiggerIsBetter (exports hold the latest run unless --all)")
     p.add_argument("--all", action="store_true", help="export every stored verdict, not only the latest run's")
+    _trend_options(p)
+    p.add_argument("--changes", action="store_true", help="change points of each gate over commits on a branch "
+                   "(last commit before, first after, size with its interval, confidence)")
     p = cmd("evaluate", "re-evaluate a gate from a run's stored data (no engine); exit 0 pass, 1 otherwise", _evaluate)
     p.add_argument("run", help="run id (or unique prefix), 'latest', a git ref, or a results directory")
     p.add_argument("gate", help="gate name")
@@ -359,6 +377,16 @@ def add_commands(sub: Any) -> None:
     p = cmd("report", "rebuild report.html, summary.md, gates.xml (and every added writer's report) from the stored results", _report)
     p.add_argument("results", nargs="?", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--inconclusive", choices=("fail", "warn"), default="fail")
+    p.add_argument("--history", metavar="DIR", default=None, help="write the trend site instead: a page per gate "
+                   "with every run over commits, its bounds, the threshold and the change points, per branch")
+    _trend_options(p)
+
+
+def _trend_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--branch", action="append", default=None, help="git branch whose first-parent commits order "
+                   "the runs (repeatable; default: the current branch and main/master; without git: run start times)")
+    p.add_argument("--alpha", type=float, default=0.01, help="false-alarm rate of the change points per gate, "
+                   "branch and analysis of a stationary series (default 0.01)")
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -99,10 +99,13 @@ def test_slo(perfgate: Perfgate, perfgate_engines: Engines) -> None:
 
 _WORKFLOW = """\
 # perfgate merge gate (written by `perfgate init`): the SLO gates of thresholds.toml on every pull
-# request. {runner_note}
+# request, and on main, whose runs make the history that pull requests are compared with (run to run
+# variation included: docs/statistics.md). {runner_note}
 name: perfgate
 on:
   pull_request:
+  push:
+    branches: [main]
   workflow_dispatch:
 jobs:
   perfgate:
@@ -110,6 +113,8 @@ jobs:
     timeout-minutes: 30
     steps:
       - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0  # main's commits order the history (change points, the merge gate)
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
@@ -117,16 +122,37 @@ jobs:
         run: pip install '{package}'
       - name: Validate thresholds.toml
         run: perfgate check thresholds.toml
-      - name: SLO gates
-        run: {command} --perfgate-out perfgate-results
+      - name: Restore history
+        uses: actions/cache/restore@v4
+        with:
+          path: perfgate-results/history.sqlite
+          key: perfgate-history-${{{{ github.run_id }}}}
+          restore-keys: perfgate-history-
+      - name: SLO gates (a pull request also against main's recent runs)
+        run: >-
+          {command} --perfgate-out perfgate-results
+          ${{{{ github.event_name == 'pull_request' && '--perfgate-baseline origin/main' || '' }}}}
       - name: Summary
         if: always()
         run: cat perfgate-results/summary.md >> "$GITHUB_STEP_SUMMARY" || true
+      - name: Save history (main only)
+        if: always() && github.ref == 'refs/heads/main'
+        uses: actions/cache/save@v4
+        with:
+          path: perfgate-results/history.sqlite
+          key: perfgate-history-${{{{ github.run_id }}}}
+      - name: Trend site and change points
+        if: always()
+        run: |
+          perfgate report perfgate-results --history perfgate-site --branch origin/main --branch HEAD || true
+          perfgate history --changes --results perfgate-results --branch origin/main >> "$GITHUB_STEP_SUMMARY" || true
       - uses: actions/upload-artifact@v4
         if: always()
         with:
           name: perfgate-results
-          path: perfgate-results/
+          path: |
+            perfgate-results/
+            perfgate-site/
 """
 
 

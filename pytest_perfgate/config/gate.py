@@ -95,10 +95,29 @@ def parse_gate(
         engine=eng,
         params=params,
         max_error_rate=c.fraction(t["max_error_rate"], tn, "max_error_rate") if "max_error_rate" in t else None,
-        regression=c.fraction(t["regression"], tn, "regression") if "regression" in t else None,
+        regression=_regression(c, t, tn)[0],
+        regression_vs=_regression(c, t, tn)[1],
         single=single,
         slo=_slo(c, tn, t, statistic, metric.name),
     )
+
+
+def _regression(c: Checker, t: Mapping[str, Any], tn: str) -> tuple[float | None, str | None]:
+    """``regression = "5%"`` (vs ``--perfgate-baseline``) or ``regression = { vs = "main", tolerance =
+    "5%" }``: (tolerance, the git branch whose recent runs, run effects included, are the baseline)."""
+    if "regression" not in t:
+        return None, None
+    v = t["regression"]
+    if not isinstance(v, dict):
+        return c.fraction(v, tn, "regression"), None
+    where = f"{tn}.regression"
+    c.keys(v, {"vs", "tolerance"}, where)
+    if "tolerance" not in v:
+        raise c.err(where, "tolerance", 'is required, e.g. regression = { vs = "main", tolerance = "5%" }')
+    vs = c.string(v, "vs", where).strip()
+    if "vs" in v and not vs:
+        raise c.err(where, "vs", "must name a git branch, e.g. \"main\"")
+    return c.fraction(v["tolerance"], where, "tolerance"), vs or None
 
 
 _SLO_KEY = re.compile(r"^(ttft|tpot|e2e)(?:_p(\d{1,2}(?:\.\d+)?))?$")

@@ -78,6 +78,7 @@ class Gate:
     params: Mapping[str, Any] = field(default_factory=dict)
     max_error_rate: float | None = None
     regression: float | None = None  # tolerated relative change vs --perfgate-baseline before the gate fails
+    regression_vs: str | None = None  # regression = { vs = "main", ... }: the branch whose recent runs are the baseline
     single: bool = False  # a "value" gate that accepts one measured number (no interval; the verdict says so)
     # per-request SLO terms (metric, quantile or None, limit in seconds): a capacity gate's
     # "P99 TTFT <= a" terms (statistic = "sustained"), or a goodput gate's per-request limits

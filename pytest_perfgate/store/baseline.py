@@ -54,6 +54,8 @@ class BaselineRef:
     label: str
     run_id: str | None = None
     commit: str | None = None
+    branch: str | None = None  # a git branch: its recent runs with run effects (store/mergegate.py)
+    cwd: Path | None = None  # the repository the branch is read in
 
     @property
     def results_dir(self) -> Path:
@@ -70,9 +72,16 @@ def _git_commit(ref: str, cwd: Path) -> str | None:
     return sha if out.returncode == 0 and sha else None
 
 
+def _is_branch(ref: str, cwd: Path) -> bool:
+    from .trend import is_branch
+
+    return is_branch(ref, cwd)
+
+
 def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
     """``REF``: a results directory or history file, ``latest``, a run id (or unique prefix) in this
-    results directory's history, or a git ref (the latest run recorded at that commit)."""
+    results directory's history, a git branch (its recent runs: :mod:`.mergegate`), or another git ref
+    (the latest run recorded at that commit)."""
     ref = ref.strip()
     if not ref:
         raise history.HistoryError("--perfgate-baseline: empty reference")
@@ -94,9 +103,13 @@ def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
         except history.HistoryError:
             pass
     sha = _git_commit(ref, cwd)
+    if sha is None and "/" not in ref and _is_branch(ref, cwd):  # a CI checkout: main only as origin/main
+        sha = _git_commit(f"origin/{ref}", cwd)
     if sha is not None:
         if not db.exists():
             raise history.HistoryError(f"--perfgate-baseline {ref}: commit {sha[:12]} but no run history in {db}")
+        if _is_branch(ref, cwd):  # main: its recent runs, not one (a merge gate with run effects)
+            return BaselineRef(db, f"branch {ref}", commit=sha, branch=ref, cwd=Path(cwd))
         return BaselineRef(db, f"git {ref} ({sha[:12]})", commit=sha)
     raise history.HistoryError(
         f"--perfgate-baseline {ref}: not a results directory or history file, not 'latest', "
@@ -130,6 +143,10 @@ class Comparison:
     regressed: bool  # beyond the tolerance (or beyond 0 when no tolerance), at the confidence
     text: str
     inconclusive: bool = False  # worse, and the bounds can neither show nor rule out a regression
+    # a branch baseline (store/mergegate.py): its commit range, runs, and the between-run spread used
+    baseline_commits: str = ""
+    baseline_runs: int = 0
+    between_run_cv: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}

@@ -30,6 +30,7 @@ class LiveStore:
         self._extras: dict[str, dict[str, Any]] = {}  # gate -> extras of its latest stored verdict
         self._stored: set[str] = set()
         self._hist_seq = itertools.count()
+        self._branch_refs: dict[str, BaselineRef | None] = {}
         self.errors: list[str] = []  # outputs that could not be written: the session fails at its end
 
     def hook(self, test: str) -> Hook:
@@ -59,10 +60,20 @@ class LiveStore:
             warnings.warn(f"perfgate: {msg} (gate {v.gate})", stacklevel=3)
             if msg not in self.errors:  # once per place and cause, not once per gate
                 self.errors.append(msg)
-        if self.baseline is not None and v.outcome != "error":
+        ref = self.baseline if self.baseline is not None else self._branch_ref(gate.regression_vs)
+        if ref is not None and v.outcome != "error":
             try:
-                cmp = compare_stored(gate, data, self.baseline, confidence=confidence, thresholds=self.thresholds,
-                                     exclude_run=self.run_id)
+                if ref.branch is not None:  # a branch's recent runs, run effects included
+                    from .mergegate import compare_branch
+
+                    cmp = compare_branch(gate, data, ref, confidence=confidence, thresholds=self.thresholds,
+                                         exclude_run=self.run_id)
+                    if cmp is None:  # no run of the gate on the branch yet: its tip's run, if any
+                        cmp = compare_stored(gate, data, ref, confidence=confidence, thresholds=self.thresholds,
+                                             exclude_run=self.run_id)
+                else:
+                    cmp = compare_stored(gate, data, ref, confidence=confidence, thresholds=self.thresholds,
+                                         exclude_run=self.run_id)
             except (OSError, ValueError) as e:
                 warnings.warn(f"perfgate: gate {v.gate}: baseline comparison failed: {e}", stacklevel=3)
                 cmp = None
@@ -71,6 +82,22 @@ class LiveStore:
                 extra["vs_baseline"] = cmp.to_dict()
         self._extras[v.gate] = extra
         return v
+
+    def _branch_ref(self, branch: str | None) -> BaselineRef | None:
+        """A gate's ``regression = { vs = BRANCH }``: the branch in this results directory's history
+        (read in the current directory's git repository); None, with one warning, when it names nothing."""
+        if branch is None:
+            return None
+        if branch not in self._branch_refs:
+            from .baseline import resolve
+
+            try:
+                self._branch_refs[branch] = resolve(branch, self.out_dir, Path.cwd())
+            except ValueError as e:
+                why = str(e).replace(f"--perfgate-baseline {branch}: ", "")
+                warnings.warn(f"perfgate: gate regression vs {branch!r} not compared: {why}", stacklevel=4)
+                self._branch_refs[branch] = None
+        return self._branch_refs[branch]
 
     def extras(self, v: Verdict) -> dict[str, Any]:
         """Keys to add to the verdict's dict: ``samples`` (data file) and ``vs_baseline``. By gate: the

@@ -113,3 +113,21 @@ def test_embedded_default_and_workflow_are_valid(tmp_path: Path) -> None:
         runs = [s.get("run", "") for s in doc["jobs"]["perfgate"]["steps"]]
         assert f"pip install 'pytest-perfgate{extra}'" in runs
         assert any(r.startswith("pytest tests/perf") for r in runs)
+
+
+def test_workflow_restores_and_publishes_history() -> None:
+    """main's runs are the history a pull request is compared with: restored before the gates, saved
+    on main only, a pull request gated against origin/main, the trend site uploaded."""
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(render(None, None, name="server")[WORKFLOW])
+    assert doc[True]["push"] == {"branches": ["main"]}  # YAML reads `on:` as True
+    steps = doc["jobs"]["perfgate"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert uses.index("actions/cache/restore@v4") < next(i for i, s in enumerate(steps) if "--perfgate-out" in s.get("run", ""))
+    save = steps[uses.index("actions/cache/save@v4")]
+    assert "refs/heads/main" in save["if"] and save["with"]["path"] == "perfgate-results/history.sqlite"
+    gates = next(s["run"] for s in steps if "--perfgate-out" in s.get("run", ""))
+    assert "--perfgate-baseline origin/main" in gates and "pull_request" in gates
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "perfgate report perfgate-results --history perfgate-site" in runs and "history --changes" in runs
+    assert "perfgate-site/" in steps[-1]["with"]["path"] and steps[0]["with"]["fetch-depth"] == 0
