@@ -1,0 +1,308 @@
+"""A load run that stops as soon as every gate of the run is decided (``perfgate_engines.run_until_decided``).
+
+The run looks at its gates after request counts fixed before the first request (:func:`load_looks`:
+100, 200, 400, ... up to ``max_requests``). Each gate has its own plan over those looks
+(config/looks.py: ``1 - c`` for a false fail split over every look, for a false pass over the looks
+at which a pass is possible at all), and every look decides as one run of that many requests would,
+with the dependence those requests show (verdicts/dependence.py): each error stays within ``1 - c``
+(Bonferroni over the looks that can make it). A look holds the first ``n`` requests *sent*, once all
+of them have answered (not the first ``n`` answers: the slow requests still in flight would be left
+out). A gate keeps the verdict of the look that decided it, on that look's requests; the run sends no
+new request once every gate is decided, else it ends at ``max_requests`` or ``max_seconds``, whose
+look may pass at the pass side's confidence once a pass is possible (as ``sample_until_decided``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Gate, Thresholds
+from ..config.looks import LookPlan, plan_at
+from ..verdicts.verdict import Verdict, evaluate
+
+LOAD_FIRST_LOOK = 100  # requests: a clear failure stops here (P95 and lower percentiles can pass here too)
+LOAD_GROWTH = 2.0  # each look doubles the requests: at most half the run is spent past the decisive count
+
+Say = Callable[[str], None]
+
+
+class PlanError(ValueError):
+    """A sequential load run that cannot work: a gate that no look can pass, or no look at all."""
+
+
+def load_looks(max_requests: int, first: int = LOAD_FIRST_LOOK, growth: float = LOAD_GROWTH) -> tuple[int, ...]:
+    """The request counts at which a load run looks: ``first``, ``first * growth``, ... , ``max_requests``."""
+    if max_requests < 1:
+        raise PlanError(f"max_requests must be >= 1, got {max_requests}")
+    if growth <= 1:
+        raise PlanError(f"looks must grow (growth > 1), got {growth}")
+    looks: list[int] = []
+    n = float(min(first, max_requests))
+    while round(n) < max_requests:
+        if not looks or round(n) > looks[-1]:
+            looks.append(round(n))
+        n *= growth
+    if looks and max_requests - looks[-1] < looks[-1] * (growth - 1) / 2:
+        looks.pop()  # the last look before the budget is close to it: look at the budget instead
+    return (*looks, max_requests)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One gate's verdict in a sequential load run: the look that decided it (or the last look)."""
+
+    verdict: Verdict
+    data: Any  # that look's requests (what the verdict was computed on; re-evaluated by Perfgate.check)
+    confidence: float  # of that verdict: the pass side's at a pass look it passed at, else the fail side's
+    requests: int
+    look: int  # 1-based
+    decided: bool  # False: the budget ended the run first (the last look's verdict)
+
+
+@dataclass
+class LoadLooks:
+    """The plan of a sequential load run and, as it runs, each gate's decision."""
+
+    gates: list[Gate]
+    looks: tuple[int, ...]
+    plans: dict[str, LookPlan | None]  # None: a gate without a direction (recorded, never gated)
+    confidence: dict[str, float]
+    thresholds: Thresholds | None = None
+    max_seconds: float | None = None
+    decided: dict[str, Decided] = field(default_factory=dict)
+    looked: int = 0  # looks taken so far
+    stopped_by: str = ""  # "decided" | "max_requests" | "max_seconds"
+
+    @classmethod
+    def plan(cls, gates: Iterable[tuple[Gate, float]], looks: Sequence[int], thresholds: Thresholds | None = None,
+             max_seconds: float | None = None) -> LoadLooks:
+        """Plan ``gates`` (each with its confidence) over ``looks``; :class:`PlanError` names a gate
+        that no look can pass or that needs two runs."""
+        gs, plans, conf = [], {}, {}
+        looks = tuple(looks)
+        if not looks or list(looks) != sorted(set(looks)) or looks[0] < 1:
+            raise PlanError(f"looks must be increasing request counts >= 1, got {list(looks)}")
+        for g, c in gates:
+            if g.compare:
+                raise PlanError(f"gate {g.name}: a comparison of two runs cannot be decided on one load run")
+            p = plan_at(g.statistic.kind, g.statistic.q, g.direction, c, list(looks)) if g.direction else None
+            if g.direction and p is None:
+                raise PlanError(f"gate {g.name}: no look can pass it within {looks[-1]:,} requests at {c:g} "
+                                f"(raise max_requests or lower the confidence)")
+            gs.append(g)
+            plans[g.name], conf[g.name] = p, c
+        if not gs:
+            raise PlanError("run_until_decided: no gates to decide")
+        return cls(gs, looks, plans, conf, thresholds, max_seconds)
+
+    # ---- deciding
+    @property
+    def done(self) -> bool:
+        return len(self.decided) == len(self.gates) and all(d.decided for d in self.decided.values())
+
+    def next_look(self) -> int | None:
+        return self.looks[self.looked] if self.looked < len(self.looks) else None
+
+    def look(self, data: Any, n: int, *, last: bool = False) -> bool:
+        """Decide the open gates on ``data`` (the first ``n`` requests); ``last``: the run ends here
+        (the budget). True once every gate is decided."""
+        planned = self.looks[self.looked] if self.looked < len(self.looks) else n
+        self.looked += 1
+        for g in self.gates:
+            d = self.decided.get(g.name)
+            if d is not None and d.decided:
+                continue
+            self.decided[g.name] = self._decide(g, data, n, planned, last)
+        return self.done
+
+    def _decide(self, g: Gate, data: Any, n: int, planned: int, last: bool) -> Decided:
+        p = self.plans[g.name]
+        if p is None:  # recorded only
+            v = evaluate(g, data, confidence=self.confidence[g.name], thresholds=self.thresholds)
+            return Decided(v, data, self.confidence[g.name], n, self.looked, True)
+        v = evaluate(g, data, confidence=p.c_fail, thresholds=self.thresholds)
+        if v.outcome in ("fail", "error"):
+            return Decided(v, data, p.c_fail, n, self.looked, True)
+        if planned in p.pass_looks or (last and n >= p.first_pass):
+            v_pass = evaluate(g, data, confidence=p.c_pass, thresholds=self.thresholds)
+            if v_pass.outcome == "pass":
+                return Decided(v_pass, data, p.c_pass, n, self.looked, True)
+        return Decided(v, data, p.c_fail, n, self.looked, False)
+
+    # ---- what a test's verdict is computed from
+    def verdict_data(self, gate: str) -> tuple[Any, float, str] | None:
+        """(data, confidence, note) of ``gate``'s verdict: its deciding look's requests at that look's
+        confidence; None for a gate this run did not plan."""
+        d = self.decided.get(gate)
+        if d is None:
+            return None
+        p = self.plans.get(gate)
+        how = (f"decided at look {d.look} of {len(self.looks)} ({d.requests:,} requests)" if d.decided else
+               f"undecided when the run stopped ({self._why()}) after {d.requests:,} requests, look {d.look}")
+        plan = (f"; looks at {_counts(self.looks)} requests, {p.describe(self.confidence[gate])}"
+                if p is not None else "")
+        return d.data, d.confidence, f"sequential load run: {how}{plan}"
+
+    def _why(self) -> str:
+        return {"max_seconds": f"max_seconds = {self.max_seconds:g}" if self.max_seconds else "max_seconds",
+                "max_requests": f"max_requests = {self.looks[-1]:,}"}.get(self.stopped_by, self.stopped_by or "?")
+
+    # ---- what the run says
+    def plan_lines(self, prior: Mapping[str, float] | None = None, rate: float | None = None) -> list[str]:
+        """The plan, said before the first request: the looks, each gate's pass looks, and (``prior``:
+        each gate's dependence factor D from the previous run in history; ``rate``: its requests a
+        second) how many requests a pass probably needs and how long that takes."""
+        budget = f"max_requests {self.looks[-1]:,}" + (f", max_seconds {self.max_seconds:g}" if self.max_seconds else "")
+        out = [f"sequential load run: looks at {_counts(self.looks)} requests ({budget}); stops when all "
+               f"{len(self.gates)} gates are decided"]
+        for g in self.gates:
+            p = self.plans[g.name]
+            if p is None:
+                out.append(f"  {g.name}: recorded (no limit)")
+                continue
+            line = (f"  {g.name}: a fail at any look ({self.confidence[g.name]:g} split: {p.c_fail:.4f} each); "
+                    f"a pass from {p.first_pass:,} independent requests, at looks {_counts(p.pass_looks)} "
+                    f"({p.c_pass:.4f} each)")
+            dd = (prior or {}).get(g.name)
+            if dd is not None and math.isfinite(dd) and dd > 1:
+                need = math.ceil(p.first_pass * dd)
+                line += f"; the previous run's dependence (D {dd:.1f}) makes that ~{need:,} requests"
+                if rate:
+                    line += f", ~{need / rate:,.0f} s at its {rate:.3g} requests/s"
+            out.append(line)
+        return out
+
+    def look_line(self, n: int, seconds: float) -> str:
+        """``look 2 of 7 at 200 requests (14 s, 14.3/s): ttft_p95 PASS, ...; open: itl_p99 (~1,400
+        requests, ~84 s more)``: the run's progress at a look."""
+        rate = n / seconds if seconds > 0 else math.nan
+        done, open_ = [], []
+        for g in self.gates:
+            d = self.decided.get(g.name)
+            if d is None:
+                continue
+            if d.decided:
+                done.append(f"{g.name} {d.verdict.outcome.upper()}" + ("" if d.look == self.looked else f" (look {d.look})"))
+                continue
+            need = _requests_needed(d)
+            more = "" if need is None else (f" (~{need:,} requests" + (
+                f", ~{max(need - n, 0) / rate:,.0f} s more)" if math.isfinite(rate) and rate > 0 else ")"))
+            open_.append(f"{g.name}{more}")
+        head = f"look {self.looked} of {len(self.looks)} at {n:,} requests ({seconds:,.0f} s, {rate:.3g}/s)"
+        return head + ": " + "; ".join(x for x in (", ".join(done), "open: " + ", ".join(open_) if open_ else "") if x)
+
+    def summary_line(self, n: int, seconds: float) -> str:
+        why = {"decided": "every gate decided", "max_requests": f"max_requests {self.looks[-1]:,} reached",
+               "max_seconds": f"max_seconds {self.max_seconds or 0:g} reached"}.get(self.stopped_by, self.stopped_by)
+        return (f"sequential load run stopped after {n:,} requests and {seconds:,.0f} s ({why}; "
+                f"{len(self.looks)} looks planned up to {self.looks[-1]:,})")
+
+
+def _requests_needed(d: Decided) -> int | None:
+    """An undecided verdict's "need >= N" in requests (a per-chunk gate's N is in chunk gaps)."""
+    v = d.verdict
+    if not v.needed or not v.n:
+        return None
+    return max(math.ceil(v.needed * d.requests / v.n), d.requests)
+
+
+def _counts(ns: Sequence[int]) -> str:
+    return ", ".join(f"{n:,}" for n in ns)
+
+
+class Watcher:
+    """The stop callback of a sequential load run (``run_load(..., stop=watcher)``): looks when the
+    first ``n`` requests sent have all answered, says each look, and stops the run once every gate
+    is decided."""
+
+    def __init__(self, looks: LoadLooks, say: Say | None = None, clock: Callable[[], float] | None = None,
+                 engine_info: Mapping[str, Any] | None = None, slos: Mapping[str, float] | None = None) -> None:
+        self.looks, self.say, self.clock = looks, say, clock
+        self.engine_info, self.slos = dict(engine_info or {}), dict(slos or {})
+        self.t0: float | None = None
+        self.by_index: dict[int, Any] = {}
+        self.seen = 0
+        self.prefix = 0  # requests 0..prefix-1 have all answered
+
+    def __call__(self, partial: Any) -> bool:
+        if self.t0 is None:  # the run's own start (its clock), else a given clock's first reading
+            self.t0 = partial.start_ns / 1e9 if self.clock is None and partial.start_ns else self._now()
+        for r in partial.records[self.seen:]:
+            self.by_index[r.index] = r
+        self.seen = len(partial.records)
+        while self.prefix in self.by_index:
+            self.prefix += 1
+        nxt = self.looks.next_look()
+        while nxt is not None and self.prefix >= nxt:
+            last = nxt == self.looks.looks[-1]
+            if self.looks.look(self._run(partial, nxt), nxt, last=last):
+                self.looks.stopped_by = "decided"
+            elif last:
+                self.looks.stopped_by = "max_requests"
+            self._said(nxt)
+            if self.looks.stopped_by:
+                return True
+            nxt = self.looks.next_look()
+        return False
+
+    def finish(self, run: Any) -> None:
+        """After the run: a last look when the time budget ended it before a planned look, and the
+        whole run's engine, client health and SLOs on every look's requests."""
+        n = sum(1 for r in run.records if not r.warmup)
+        if not self.looks.stopped_by:
+            self.looks.stopped_by = "max_seconds" if n < self.looks.looks[-1] else "max_requests"
+            if n and (not self.looks.decided or max(d.requests for d in self.looks.decided.values()) < n):
+                if self.looks.look(self._run(run, n), n, last=True):
+                    self.looks.stopped_by = "decided"
+                self._said(n)
+        for d in self.looks.decided.values():
+            d.data.engine_info, d.data.health, d.data.slos = run.engine_info, run.health, dict(run.slos)
+        if self.say is not None:
+            self.say(self.looks.summary_line(n, self._seconds()))
+
+    def _run(self, partial: Any, n: int) -> Any:
+        from .result import RunResult
+
+        recs = sorted((r for r in partial.records if not r.warmup and r.index < n), key=lambda r: r.index)
+        return RunResult(records=recs, config=partial.config, start_ns=partial.start_ns,
+                         engine_info=dict(self.engine_info), slos=dict(self.slos))
+
+    def _now(self) -> float:
+        if self.clock is not None:
+            return self.clock()
+        from ..contract import clock
+
+        return clock() / 1e9
+
+    def _seconds(self) -> float:
+        return 0.0 if self.t0 is None else self._now() - self.t0
+
+    def _said(self, n: int) -> None:
+        if self.say is not None:
+            self.say(self.looks.look_line(n, self._seconds()))
+
+
+def run_until_decided(engine: Any, requests: Sequence[Any], config: Any, looks: LoadLooks, *,
+                      progress: Callable[[int, int, float], None] | None = None, say: Say | None = None,
+                      slos: Mapping[str, float] | None = None, warmup: Sequence[Any] | None = None,
+                      prior: Mapping[str, float] | None = None, clock: Callable[[], float] | None = None) -> Any:
+    """Run ``config`` against ``engine`` up to ``looks``' budget, deciding its gates at its looks and
+    stopping once all are decided; the :class:`~.result.RunResult` carries ``looks`` as ``decided``
+    (``Perfgate.check``/``check_all`` then take each gate's verdict from its deciding look)."""
+    from dataclasses import replace
+
+    from .runner import run_load
+
+    cfg = replace(config, num_requests=looks.looks[-1],
+                  max_seconds=looks.max_seconds if looks.max_seconds is not None else config.max_seconds)
+    if say is not None:
+        for line in looks.plan_lines(prior):
+            say(line)
+    watcher = Watcher(looks, say, clock, engine.info(), slos)
+    run = run_load(engine, requests, cfg, progress, watcher, slos=slos, warmup=warmup)
+    watcher.finish(run)
+    run.decided = looks
+    return run
