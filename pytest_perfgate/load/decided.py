@@ -213,78 +213,6 @@ def _counts(ns: Sequence[int]) -> str:
     return ", ".join(f"{n:,}" for n in ns)
 
 
-class Watcher:
-    """The stop callback of a sequential load run (``run_load(..., stop=watcher)``): looks when the
-    first ``n`` requests sent have all answered, says each look, and stops the run once every gate
-    is decided."""
-
-    def __init__(self, looks: LoadLooks, say: Say | None = None, clock: Callable[[], float] | None = None,
-                 engine_info: Mapping[str, Any] | None = None, slos: Mapping[str, float] | None = None) -> None:
-        self.looks, self.say, self.clock = looks, say, clock
-        self.engine_info, self.slos = dict(engine_info or {}), dict(slos or {})
-        self.t0: float | None = None
-        self.by_index: dict[int, Any] = {}
-        self.seen = 0
-        self.prefix = 0  # requests 0..prefix-1 have all answered
-
-    def __call__(self, partial: Any) -> bool:
-        if self.t0 is None:  # the run's own start (its clock), else a given clock's first reading
-            self.t0 = partial.start_ns / 1e9 if self.clock is None and partial.start_ns else self._now()
-        for r in partial.records[self.seen:]:
-            self.by_index[r.index] = r
-        self.seen = len(partial.records)
-        while self.prefix in self.by_index:
-            self.prefix += 1
-        nxt = self.looks.next_look()
-        while nxt is not None and self.prefix >= nxt:
-            last = nxt == self.looks.looks[-1]
-            if self.looks.look(self._run(partial, nxt), nxt, last=last):
-                self.looks.stopped_by = "decided"
-            elif last:
-                self.looks.stopped_by = "max_requests"
-            self._said(nxt)
-            if self.looks.stopped_by:
-                return True
-            nxt = self.looks.next_look()
-        return False
-
-    def finish(self, run: Any) -> None:
-        """After the run: a last look when the time budget ended it before a planned look, and the
-        whole run's engine, client health and SLOs on every look's requests."""
-        n = sum(1 for r in run.records if not r.warmup)
-        if not self.looks.stopped_by:
-            self.looks.stopped_by = "max_seconds" if n < self.looks.looks[-1] else "max_requests"
-            if n and (not self.looks.decided or max(d.requests for d in self.looks.decided.values()) < n):
-                if self.looks.look(self._run(run, n), n, last=True):
-                    self.looks.stopped_by = "decided"
-                self._said(n)
-        for d in self.looks.decided.values():
-            d.data.engine_info, d.data.health, d.data.slos = run.engine_info, run.health, dict(run.slos)
-        if self.say is not None:
-            self.say(self.looks.summary_line(n, self._seconds()))
-
-    def _run(self, partial: Any, n: int) -> Any:
-        from .result import RunResult
-
-        recs = sorted((r for r in partial.records if not r.warmup and r.index < n), key=lambda r: r.index)
-        return RunResult(records=recs, config=partial.config, start_ns=partial.start_ns,
-                         engine_info=dict(self.engine_info), slos=dict(self.slos))
-
-    def _now(self) -> float:
-        if self.clock is not None:
-            return self.clock()
-        from ..contract import clock
-
-        return clock() / 1e9
-
-    def _seconds(self) -> float:
-        return 0.0 if self.t0 is None else self._now() - self.t0
-
-    def _said(self, n: int) -> None:
-        if self.say is not None:
-            self.say(self.looks.look_line(n, self._seconds()))
-
-
 def run_until_decided(engine: Any, requests: Sequence[Any], config: Any, looks: LoadLooks, *,
                       progress: Callable[[int, int, float], None] | None = None, say: Say | None = None,
                       slos: Mapping[str, float] | None = None, warmup: Sequence[Any] | None = None,
@@ -295,6 +223,7 @@ def run_until_decided(engine: Any, requests: Sequence[Any], config: Any, looks: 
     from dataclasses import replace
 
     from .runner import run_load
+    from .watcher import Watcher
 
     cfg = replace(config, num_requests=looks.looks[-1],
                   max_seconds=looks.max_seconds if looks.max_seconds is not None else config.max_seconds)
