@@ -163,9 +163,9 @@ class LoadLooks:
             if p is None:
                 out.append(f"  {g.name}: recorded (no limit)")
                 continue
-            line = (f"  {g.name}: a fail at any look ({self.confidence[g.name]:g} split: {p.c_fail:.4f} each); "
-                    f"a pass from {p.first_pass:,} independent requests, at looks {_counts(p.pass_looks)} "
-                    f"({p.c_pass:.4f} each)")
+            line = (f"  {g.name}: may fail at any look at {p.c_fail:.4f} confidence ({1 - self.confidence[g.name]:.3g} "
+                    f"split over the looks), pass at looks {_counts(p.pass_looks)} at {p.c_pass:.4f} (needs >= "
+                    f"{p.first_pass:,} requests if independent)")
             dd = (prior or {}).get(g.name)
             if dd is not None and math.isfinite(dd) and dd > 1:
                 need = math.ceil(p.first_pass * dd)
@@ -191,13 +191,13 @@ class LoadLooks:
             more = "" if need is None else (f" (~{need:,} requests" + (
                 f", ~{max(need - n, 0) / rate:,.0f} s more)" if math.isfinite(rate) and rate > 0 else ")"))
             open_.append(f"{g.name}{more}")
-        head = f"look {self.looked} of {len(self.looks)} at {n:,} requests ({seconds:,.0f} s, {rate:.3g}/s)"
+        head = f"look {self.looked} of {len(self.looks)} at {n:,} requests ({_secs(seconds)}, {rate:,.1f}/s)"
         return head + ": " + "; ".join(x for x in (", ".join(done), "open: " + ", ".join(open_) if open_ else "") if x)
 
     def summary_line(self, n: int, seconds: float) -> str:
         why = {"decided": "every gate decided", "max_requests": f"max_requests {self.looks[-1]:,} reached",
                "max_seconds": f"max_seconds {self.max_seconds or 0:g} reached"}.get(self.stopped_by, self.stopped_by)
-        return (f"sequential load run stopped after {n:,} requests and {seconds:,.0f} s ({why}; "
+        return (f"sequential load run stopped after {n:,} requests and {_secs(seconds)} ({why}; "
                 f"{len(self.looks)} looks planned up to {self.looks[-1]:,})")
 
 
@@ -207,6 +207,10 @@ def _requests_needed(d: Decided) -> int | None:
     if not v.needed or not v.n:
         return None
     return max(math.ceil(v.needed * d.requests / v.n), d.requests)
+
+
+def _secs(s: float) -> str:
+    return f"{s:.1f} s" if s < 10 else f"{s:,.0f} s"
 
 
 def _counts(ns: Sequence[int]) -> str:
