@@ -215,27 +215,3 @@ def _secs(s: float) -> str:
 
 def _counts(ns: Sequence[int]) -> str:
     return ", ".join(f"{n:,}" for n in ns)
-
-
-def run_until_decided(engine: Any, requests: Sequence[Any], config: Any, looks: LoadLooks, *,
-                      progress: Callable[[int, int, float], None] | None = None, say: Say | None = None,
-                      slos: Mapping[str, float] | None = None, warmup: Sequence[Any] | None = None,
-                      prior: Mapping[str, float] | None = None, clock: Callable[[], float] | None = None) -> Any:
-    """Run ``config`` against ``engine`` up to ``looks``' budget, deciding its gates at its looks and
-    stopping once all are decided; the :class:`~.result.RunResult` carries ``looks`` as ``decided``
-    (``Perfgate.check``/``check_all`` then take each gate's verdict from its deciding look)."""
-    from dataclasses import replace
-
-    from .runner import run_load
-    from .watcher import Watcher
-
-    cfg = replace(config, num_requests=looks.looks[-1],
-                  max_seconds=looks.max_seconds if looks.max_seconds is not None else config.max_seconds)
-    if say is not None:
-        for line in looks.plan_lines(prior):
-            say(line)
-    watcher = Watcher(looks, say, clock, engine.info(), slos)
-    run = run_load(engine, requests, cfg, progress, watcher, slos=slos, warmup=warmup)
-    watcher.finish(run)
-    run.decided = looks
-    return run

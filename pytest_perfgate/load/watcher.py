@@ -1,5 +1,6 @@
-"""The stop callback of a sequential load run (load/decided.py): it looks when the first ``n``
-requests sent have all answered, says each look, and stops the run once every gate is decided.
+"""A sequential load run (load/decided.py) driven: :func:`run_until_decided` and its stop callback,
+:class:`Watcher`, which looks when the first ``n`` requests sent have all answered, says each look,
+and stops the run once every gate is decided.
 
 The runner asks it after every finished request, on the engine loop. A look (the gates' verdicts on
 up to 10,000 requests and a million chunk gaps) takes from milliseconds to a second, which on the
@@ -11,7 +12,7 @@ run (:meth:`Watcher.finish`), the looks still due are taken in place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -122,3 +123,26 @@ class Watcher:
     def _said(self, n: int) -> None:
         if self.say is not None:
             self.say(self.looks.look_line(n, self._seconds()))
+
+
+def run_until_decided(engine: Any, requests: Sequence[Any], config: Any, looks: LoadLooks, *,
+                      progress: Callable[[int, int, float], None] | None = None, say: Say | None = None,
+                      slos: Mapping[str, float] | None = None, warmup: Sequence[Any] | None = None,
+                      prior: Mapping[str, float] | None = None, clock: Callable[[], float] | None = None) -> Any:
+    """Run ``config`` against ``engine`` up to ``looks``' budget, deciding its gates at its looks and
+    stopping once all are decided; the :class:`~.result.RunResult` carries ``looks`` as ``decided``
+    (``Perfgate.check``/``check_all`` then take each gate's verdict from its deciding look)."""
+    from dataclasses import replace
+
+    from .runner import run_load
+
+    cfg = replace(config, num_requests=looks.looks[-1],
+                  max_seconds=looks.max_seconds if looks.max_seconds is not None else config.max_seconds)
+    if say is not None:
+        for line in looks.plan_lines(prior):
+            say(line)
+    watcher = Watcher(looks, say, clock, engine.info(), slos)
+    run = run_load(engine, requests, cfg, progress, watcher, slos=slos, warmup=warmup)
+    watcher.finish(run)
+    run.decided = looks
+    return run

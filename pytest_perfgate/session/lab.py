@@ -167,8 +167,9 @@ class Engines:
         its plan, at each look which gates are decided and what the open ones probably still need;
         ``perfgate.check_all(run)`` / ``check(run, gate)`` then give each gate the verdict of the look
         that decided it (load/decided.py, docs/statistics.md "Sequential load runs")."""
-        from ..load.decided import LoadLooks, load_looks, run_until_decided
+        from ..load.decided import LoadLooks, load_looks
         from ..load.schedule import LoadConfig
+        from ..load.watcher import run_until_decided
         from ..runtime.progress import progress_printer
 
         if looks is not None and not isinstance(looks, int):

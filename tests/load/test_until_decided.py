@@ -16,10 +16,10 @@ from pytest_perfgate.config import Gate, Statistic
 from pytest_perfgate.config.units import parse_quantity
 from pytest_perfgate.contract import Request
 from pytest_perfgate.engines.openai import OpenAIEngine
-from pytest_perfgate.load.decided import LoadLooks, run_until_decided
+from pytest_perfgate.load.decided import LoadLooks
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.schedule import LoadConfig
-from pytest_perfgate.load.watcher import Watcher
+from pytest_perfgate.load.watcher import Watcher, run_until_decided
 
 LOOKS = (100, 200, 400, 800)
 
