@@ -114,3 +114,23 @@ def test_the_time_budget_takes_a_last_look_with_a_scripted_clock() -> None:
     d = plan.decided["ttft_p90"]
     assert plan.stopped_by == "decided" and (d.verdict.outcome, d.requests, d.look) == ("pass", 300, 3)
     assert said[0].startswith("look 1 of 4 at 100 requests (1.0 s, 100.0/s): open: ttft_p90") and said[-2].startswith("look 3 of 4 at 300")
+
+
+def test_run_until_decided_says_what_is_wrong_before_starting_anything() -> None:
+    """Bad budgets and gates are one-line errors raised before any engine starts."""
+    from pytest_perfgate.session.lab import Engines
+    from pytest_perfgate.session.runs import Runs
+
+    engines = Engines(None, None, {}, Runs())  # type: ignore[arg-type]  # nothing is started
+    g = _gate("ttft_p99", "ttft", 0.99, "1 s")
+    with pytest.raises(ValueError, match="max_requests is required"):
+        engines.run_until_decided("e", [], gates=[g])
+    with pytest.raises(ValueError, match=r"the last look \(800\) is the budget; max_requests = 1,000 differs"):
+        engines.run_until_decided("e", [], gates=[g], looks=(400, 800), max_requests=1000)
+    with pytest.raises(TypeError, match="gates are the perfgate fixture or Gate objects"):
+        engines.run_until_decided("e", [], gates=["ttft_p99"], max_requests=1000)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="gate ttft_p99: no look can pass it within 200 requests at 0.95"):
+        engines.run_until_decided("e", [], gates=[g], max_requests=200)
+    compare = dataclasses.replace(g, compare="ratio")
+    with pytest.raises(ValueError, match="gate ttft_p99: a comparison of two runs cannot be decided on one load run"):
+        engines.run_until_decided("e", [], gates=[(compare, 0.9)], max_requests=1000)
