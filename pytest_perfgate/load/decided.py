@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config import Gate, Thresholds
 from ..config.looks import LookPlan, plan_at
-from ..verdicts.verdict import Verdict, evaluate
+from ..verdicts.verdict import Verdict, counts_requests, evaluate
 
 LOAD_FIRST_LOOK = 100  # requests: a clear failure stops here (P95 and lower percentiles can pass here too)
 LOAD_GROWTH = 2.0  # each look doubles the requests: at most half the run is spent past the decisive count
@@ -109,7 +109,8 @@ class LoadLooks:
     def look(self, data: Any, n: int, *, last: bool = False) -> bool:
         """Decide the open gates on ``data`` (the first ``n`` requests); ``last``: the run ends here
         (the budget). True once every gate is decided."""
-        planned = self.looks[self.looked] if self.looked < len(self.looks) else n
+        at = self.looks[self.looked] if self.looked < len(self.looks) else None
+        planned = at == n  # a planned look (a pass look if the gate's plan says so), else the budget's
         self.looked += 1
         for g in self.gates:
             d = self.decided.get(g.name)
@@ -118,7 +119,7 @@ class LoadLooks:
             self.decided[g.name] = self._decide(g, data, n, planned, last)
         return self.done
 
-    def _decide(self, g: Gate, data: Any, n: int, planned: int, last: bool) -> Decided:
+    def _decide(self, g: Gate, data: Any, n: int, planned: bool, last: bool) -> Decided:
         p = self.plans[g.name]
         if p is None:  # recorded only
             v = evaluate(g, data, confidence=self.confidence[g.name], thresholds=self.thresholds)
@@ -126,7 +127,7 @@ class LoadLooks:
         v = evaluate(g, data, confidence=p.c_fail, thresholds=self.thresholds)
         if v.outcome in ("fail", "error"):
             return Decided(v, data, p.c_fail, n, self.looked, True)
-        if planned in p.pass_looks or (last and n >= p.first_pass):
+        if (planned and n in p.pass_looks) or (last and n >= p.first_pass):
             v_pass = evaluate(g, data, confidence=p.c_pass, thresholds=self.thresholds)
             if v_pass.outcome == "pass":
                 return Decided(v_pass, data, p.c_pass, n, self.looked, True)
@@ -163,15 +164,19 @@ class LoadLooks:
             if p is None:
                 out.append(f"  {g.name}: recorded (no limit)")
                 continue
+            first = _first_pass(g, p)
             line = (f"  {g.name}: may fail at any look at {p.c_fail:.4f} confidence ({1 - self.confidence[g.name]:.3g} "
                     f"split over the looks), pass at looks {_counts(p.pass_looks)} at {p.c_pass:.4f} (needs >= "
-                    f"{p.first_pass:,} requests if independent)")
+                    f"{first:,} requests if independent)")
             dd = (prior or {}).get(g.name)
             if dd is not None and math.isfinite(dd) and dd > 1:
-                need = math.ceil(p.first_pass * dd)
-                line += f"; the previous run's dependence (D {dd:.1f}) makes that ~{need:,} requests"
-                if rate:
-                    line += f", ~{need / rate:,.0f} s at its {rate:.3g} requests/s"
+                need = math.ceil(first * dd)
+                if g.metric == "itl":  # pooled chunk gaps: D counts gaps, not requests
+                    line += f"; at the previous run's dependence ({dd:.1f} chunk gaps an independent one) ~{need:,} gaps"
+                else:
+                    line += f"; at the previous run's dependence ({dd:.1f} requests an independent one) ~{need:,} requests"
+                    if rate:
+                        line += f", ~{need / rate:,.0f} s at its {rate:.3g} requests/s"
             out.append(line)
         return out
 
@@ -199,6 +204,15 @@ class LoadLooks:
                "max_seconds": f"max_seconds {self.max_seconds or 0:g} reached"}.get(self.stopped_by, self.stopped_by)
         return (f"sequential load run stopped after {n:,} requests and {_secs(seconds)} ({why}; "
                 f"{len(self.looks)} looks planned up to {self.looks[-1]:,})")
+
+
+def _first_pass(g: Gate, p: LookPlan) -> int:
+    """Fewest independent requests a pass needs: the plan's, or for a gate on the failed fraction
+    (``error_rate``, max p) the Clopper-Pearson count with no failure, log(1 - c) / log(1 - p)."""
+    thr = g.threshold.base if g.threshold is not None else None
+    if counts_requests(g) and g.direction == "max" and thr is not None and 0 < thr < 1:
+        return math.ceil(math.log(1 - p.c_pass) / math.log(1 - thr))
+    return p.first_pass
 
 
 def _requests_needed(d: Decided) -> int | None:
