@@ -56,9 +56,9 @@ _GATES = (
     ("e2e_p90", "e2e", "p90", 'max = "10 s"', 'max = "60 s"'),
 )
 
-# requests of the scaffold's one run: a server's (a GPU serves 3,000 in minutes), the embedded CPU
-# default's (its tiny model on a CPU: fewer, its gates are loose enough)
-SERVED_REQUESTS, EMBEDDED_REQUESTS = 3000, 1000
+# the budget of the scaffold's one run, which stops as soon as every gate is decided
+# (load/decided.py): at most MAX_REQUESTS requests or MAX_SECONDS seconds of sending
+MAX_REQUESTS, MAX_SECONDS = 10_000, 600
 
 _TEST = '''\
 """Serving SLO gates (written by `perfgate init`): the six gates of thresholds.toml, decided on one
@@ -74,10 +74,13 @@ import pytest
 from pytest_perfgate import Engines, LoadConfig, Perfgate, Request
 
 GATES = ("ttft_p95", "itl_p99", "tpot_p99", "output_throughput", "error_rate", "e2e_p90")
-# A per-request P99 needs >= 299 independent requests. A loaded server's carry less each: at
-# concurrency 4 one request carried 1/1.5 - 1/6.5 of an independent one's information (measured), so
-# {requests:,} decide a P99 far from its limit unless dependence is worse (docs/statistics.md, Dependence).
-REQUESTS = {requests}
+# The run stops as soon as every gate is decided, pass or fail: it looks at 100, 200, 400, ...
+# requests (the error budget spent across the looks, each look valid under the requests' measured
+# dependence), or stops at its budget, where an undecided gate says how many requests would decide it.
+# It says its plan before the first request and which gates are decided at each look
+# (docs/statistics.md, "Sequential load runs").
+MAX_REQUESTS = {max_requests:_}
+MAX_SECONDS = {max_seconds}
 CONCURRENCY = 4
 MAX_TOKENS = {max_tokens}
 TEXT = "Explain in a few sentences how a load balancer spreads requests across servers."
@@ -92,9 +95,10 @@ def requests(n: int) -> list[Request]:
 
 @pytest.mark.gate(*GATES)
 def test_slo(perfgate: Perfgate, perfgate_engines: Engines) -> None:
-    run = perfgate_engines.run(perfgate.engine, requests(REQUESTS),
-                               LoadConfig(mode="concurrency", concurrency=CONCURRENCY, warmup=4))
-    perfgate.check_all(run)  # every gate of the marker; the test fails with the failing gates' reasons
+    run = perfgate_engines.run_until_decided(
+        perfgate.engine, requests(MAX_REQUESTS), LoadConfig(mode="concurrency", concurrency=CONCURRENCY, warmup=4),
+        gates=perfgate, max_requests=MAX_REQUESTS, max_seconds=MAX_SECONDS)
+    perfgate.check_all(run)  # each gate's verdict at the look that decided it; fails with the failing gates' reasons
 '''
 
 _WORKFLOW = """\
@@ -176,7 +180,7 @@ def render(base_url: str | None, model: str | None, name: str) -> dict[str, str]
     return {
         THRESHOLDS: th,
         TEST_FILE: _TEST.format(what=what, command=COMMAND, max_tokens=32 if base_url is not None else 16,
-                                 requests=SERVED_REQUESTS if base_url is not None else EMBEDDED_REQUESTS),
+                                 max_requests=MAX_REQUESTS, max_seconds=MAX_SECONDS),
         WORKFLOW: _WORKFLOW.format(runner_note=note, runs_on=runs_on, package=package, command=COMMAND),
     }
 

@@ -25,7 +25,7 @@ from .statistics import MEAN_MIN_N, Statistic, StatisticKind
 FIRST_LOOK = 5
 GROWTH = 1.5
 __all__ = ["FIRST_LOOK", "GROWTH", "MEAN_MIN_N", "LookPlan", "decidable_size", "look_schedule", "min_pass_samples",
-           "pass_plan", "unreachable_message"]
+           "pass_plan", "plan_at", "unreachable_message"]
 
 
 def look_schedule(max_samples: int, first: int = FIRST_LOOK, growth: float = GROWTH) -> list[int]:
@@ -74,8 +74,13 @@ def pass_plan(kind: str, q: float | None, direction: str | None, c: float, max_s
               first: int = FIRST_LOOK) -> LookPlan | None:
     """The looks of a sequential gate (the first at ``first`` samples), or None when no pass is
     reachable within ``max_samples``."""
+    return plan_at(kind, q, direction, c, look_schedule(max_samples, first))
+
+
+def plan_at(kind: str, q: float | None, direction: str | None, c: float, looks: list[int]) -> LookPlan | None:
+    """The plan of a gate looked at after each of ``looks`` samples (or requests), increasing and fixed
+    before any data (a sequential load run's request counts): None when no pass is reachable."""
     alpha = 1 - c
-    looks = look_schedule(max_samples, first)
     for k in range(1, len(looks) + 1):
         n0 = min_pass_samples(kind, q, direction, alpha / k)
         passing = [n for n in looks if n >= n0]

@@ -98,6 +98,8 @@ class RunResult:
     request_counters: list[dict[str, float]] = field(default_factory=list)
     health: ClientHealth | None = None  # did the client keep up (load/health.py, load/validity.py)
     worker_health: list[ClientHealth] = field(default_factory=list)  # per client worker (load/workers.py)
+    # a sequential load run's looks and each gate's deciding look (load/decided.py: run_until_decided)
+    decided: Any = None
 
     # -- views ---------------------------------------------------------------------------------
     @property

@@ -290,6 +290,10 @@ class Perfgate:
         if bench is not None:  # pytest-benchmark's fixture: its raw per-round timings
             data = samples_of(bench, g.name)
         c = 1 - (1 - self._confidence_of(g)) / candidates  # the best of K candidates: Bonferroni over the K (verdict.best_of)
+        looked = data.decided.verdict_data(g.name) if getattr(data, "decided", None) is not None else None
+        if looked is not None:  # a sequential load run (load/decided.py): the gate's deciding look, at its confidence
+            data, c, seq = looked
+            note = _and(note, seq)
         v = valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data, on=self._state.validity)
         said = note(v) if callable(note) else note
         v = _noted(v, f"{label}: {said}" if label and said else label or said)
@@ -329,6 +333,11 @@ class Perfgate:
         if check:
             self.raise_for(v)
         return pick, v
+
+    def bound_gates(self) -> list[tuple[Gate, float]]:
+        """The test's ``@pytest.mark.gate`` gates, each with the confidence it is decided at
+        (``perfgate_engines.run_until_decided(..., gates=perfgate)`` plans them)."""
+        return [(g, self._confidence_of(g)) for g in map(self.gate, self._bound)]
 
     def _data_for(self, g: Gate, data: Any) -> Any:
         """A comparison gate's two runs: given as a mapping by run name, or (no data) the runs kept
@@ -394,6 +403,7 @@ class Perfgate:
         first_look: int = FIRST_LOOK,
     ) -> Verdict:
         from ..verdicts.sequential import confidence_note, sample_until_decided
+        from .draws import remembering, warmup_note
 
         g = self.gate(gate)
         progress = None
@@ -402,7 +412,7 @@ class Perfgate:
 
             progress = progress_printer(self._say, f"gate {g.name}", unit="samples (stops when decided)")
         last: list[Any] = []  # the latest draw: its engine and request shape give the verdict's floor
-        draw = _remembering(draw, last)
+        draw = remembering(draw, last)
         drawn: list[Any] = []
 
         def keep() -> Any:
@@ -417,7 +427,7 @@ class Perfgate:
         )
         c = self._confidence_of(g)
         from dataclasses import replace
-        notes = [x for x in (res.verdict.note, confidence_note(res, c), _warmup_note(drawn)) if x]
+        notes = [x for x in (res.verdict.note, confidence_note(res, c), warmup_note(drawn)) if x]
         v = valid(replace(res.verdict, note="; ".join(notes)), g, drawn, on=self._state.validity)
         if self._store is not None:
             v = self._store(v, res.pooled or res.samples, res.per_look_confidence, drawn)
@@ -472,27 +482,16 @@ def _noted(v: Verdict, note: str) -> Verdict:
     return replace(v, note="; ".join(x for x in (v.note, note) if x))
 
 
+def _and(note: Note, more: str) -> Note:
+    """``note`` (a line or a function of the verdict) followed by ``more``."""
+    if callable(note):
+        return lambda v: "; ".join(x for x in (note(v), more) if x)
+    return "; ".join(x for x in (note, more) if x)
+
+
 def _engine_infos(data: Any) -> list[Mapping[str, Any]]:
     """Engine info of the run(s) a verdict was computed from, so every number traces to its engine."""
     from ..verdicts.samples import RequestRun
 
     parts = data if isinstance(data, (tuple, list)) and len(data) == 2 else (data,)
     return [p.engine_info for p in parts if isinstance(p, RequestRun) and p.engine_info]
-
-
-def _warmup_note(draws: Sequence[Any]) -> str:
-    """``3 warm-up request(s) excluded ...`` for the runs among ``draws`` (records flagged warm-up)."""
-    n = sum(1 for d in draws for r in getattr(d, "records", ()) if getattr(r, "warmup", False))
-    return (f"{n} warm-up request(s) excluded: sent first, shaped like the measured ones (a cold engine "
-            "never decides a steady-state gate)") if n else ""
-
-
-def _remembering(draw: Callable[[], Any], last: list[Any]) -> Callable[[], Any]:
-    """``draw`` that keeps its latest result in ``last[0]``."""
-
-    def wrapped() -> Any:
-        got = draw()
-        last[:] = [got]
-        return got
-
-    return wrapped

@@ -72,6 +72,7 @@ def test_init_then_its_command_passes(tmp_path: Path, server: str) -> None:
     out = run.stdout + run.stderr
     assert run.returncode == 0, out
     assert "1 passed" in out
+    assert "sequential load run: looks at 100, 200, 400" in out and "look 1 of" in out  # its plan, its looks
     for gate in ("ttft_p95", "itl_p99", "tpot_p99", "output_throughput", "error_rate", "e2e_p90"):
         assert any(ln.startswith(gate) and ln.rstrip().endswith("PASS") for ln in out.splitlines()), (gate, out)
     assert (repo / "perfgate-results" / "gates.xml").is_file()
