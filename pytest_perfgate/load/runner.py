@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .counters import BadCounters
 from .health import LoopProbe
 from .prompts import warmup_prompts
 from .replay import Turns, trace_offsets_ns
@@ -91,6 +92,7 @@ class _Run:
         self.start_ns = 0
         self.deadline_ns: int | None = None
         self.gauges: list[dict[str, float]] = []
+        self.bad_counters = BadCounters()  # /metrics values that are no finite number: dropped, noted
         self.turns = Turns(requests)  # multi-turn sessions: turn k after turn k - 1 (load/replay.py)
         self.send_lags: list[int] = []  # open loop: how late each scheduled send was dispatched (load/health.py)
         self.send_gap_s = math.nan  # open loop: the schedule's mean gap
@@ -140,9 +142,14 @@ class _Run:
 
     async def _counters(self) -> dict[str, float]:
         try:
-            return dict(await self.engine.counters())
+            got = await self.engine.counters()
         except Exception:
             return {}
+        return self.bad_counters.keep(got) if isinstance(got, Mapping) else {}
+
+    def counter_notes(self) -> list[str]:
+        """One line per counter dropped from this run's snapshots (load/counters.py)."""
+        return self.bad_counters.notes()
 
     async def _poll_gauges(self, interval: float) -> None:
         while True:
@@ -194,7 +201,7 @@ class _Run:
             records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
             counters_before=before, counters_after=after, config=cfg,
             start_ns=self.start_ns, end_ns=end_ns, gauges=self.gauges, stopped_early=self.stopped,
-            request_counters=self.request_counters, health=health,
+            request_counters=self.request_counters, health=health, counter_notes=self.bad_counters.notes(),
         )
 
     async def _closed_loop(self, workers: int) -> None:

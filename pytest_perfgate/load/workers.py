@@ -60,6 +60,8 @@ class Home(Protocol):
 
     async def _counters(self) -> dict[str, float]: ...
 
+    def counter_notes(self) -> list[str]: ...
+
 WORKER_ENV = "PERFGATE_CLIENT_WORKER_OF"  # a worker's environment names its session's pid
 READY_TIMEOUT_S = 120.0  # a worker that never says ready (an import that hangs): the run fails
 START_MARGIN_NS = 100_000_000  # the common start, after every worker got it
@@ -249,7 +251,7 @@ def _collect(workers: Sequence[Link], parts: list[tuple[Share, LoadConfig]], inb
     return RunResult(
         records=sorted(records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
         counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
-        stopped_early=stopped,
+        stopped_early=stopped, counter_notes=home.counter_notes(),
         health=replace(ClientHealth.worst(per_worker), workers=len(per_worker)) if per_worker else None,
         worker_health=per_worker,
     )
