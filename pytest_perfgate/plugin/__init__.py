@@ -112,7 +112,10 @@ def _workers(option: str | None, setting: int | str) -> int | RayWorkers:
     try:
         return resolve_workers(option if option is not None else setting)
     except LoadConfigError as e:
-        raise pytest.UsageError(f"perfgate: --perfgate-workers {option}: {e}" if option else f"perfgate: [perfgate] {e}") from None
+        from ..runtime.redaction import clean
+
+        raise pytest.UsageError(f"perfgate: --perfgate-workers {clean(option, 40)}: {e}" if option is not None
+                                else f"perfgate: [perfgate] {e}") from None
 
 
 def _rank(config: pytest.Config) -> Any:
