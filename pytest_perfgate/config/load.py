@@ -112,7 +112,10 @@ def shown(value: object, limit: int = 60) -> str:
     """``repr(value)`` fit for a one-line error: control characters escaped, bounded (a 5,000-digit value)."""
     from ..runtime.redaction import clean
 
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        return "an integer too long to show"
     return clean(text, limit) + (f" ({len(text)} characters)" if len(text) > limit else "")
 
 

@@ -96,6 +96,8 @@ class LoadConfig:
             raise LoadConfigError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {shown(self.workers)} "
                                   "(\"auto\": load.workers.resolve_workers)")
         if self.ray is not None:
+            if not (isinstance(self.per_node, int) and 1 <= self.per_node <= MAX_WORKERS):
+                raise LoadConfigError(f"per_node: from 1 to {MAX_WORKERS} worker processes per node, got {shown(self.per_node)}")
             parse_ray(f"ray://{self.ray}?per_node={self.per_node}")
         if self.drain_seconds is not None and self.max_seconds is None:
             raise LoadConfigError("drain_seconds needs max_seconds (the time budget it extends)")

@@ -59,10 +59,11 @@ def test_per_node_and_the_worker_count_have_an_upper_bound(tmp_path: Path) -> No
         assert key in str(e.value) and len(str(e.value)) < 300, str(e.value)
     with pytest.raises(LoadConfigError, match=f"per_node: at most {MAX_WORKERS} worker processes per node"):
         parse_ray(f"ray://auto?per_node={MAX_WORKERS + 1}")
-    with pytest.raises(LoadConfigError, match=f"at most {MAX_WORKERS}"):
-        LoadConfig(ray="auto", per_node=MAX_WORKERS + 1)
-    with pytest.raises(LoadConfigError, match=f"from 1 to {MAX_WORKERS}"):
-        LoadConfig(workers=MAX_WORKERS + 1)
+    for big in (MAX_WORKERS + 1, 10**5000):  # past Python's int-to-text limit too: no ValueError of its own
+        with pytest.raises(LoadConfigError, match=f"per_node: from 1 to {MAX_WORKERS}"):
+            LoadConfig(ray="auto", per_node=big)
+        with pytest.raises(LoadConfigError, match=f"from 1 to {MAX_WORKERS}"):
+            LoadConfig(workers=big)
     with pytest.raises(LoadConfigError, match=f"at most {MAX_WORKERS} client worker processes"):
         resolve_workers(str(MAX_WORKERS + 1))
 
