@@ -54,6 +54,7 @@ def _thresholds(path: str | None, fallback: str | None = None) -> Any:
 def _check(ns: argparse.Namespace) -> int:
     th = _thresholds(ns.thresholds)
     _check_engines(th)
+    _check_workers(th)
     info = {"ok": True, "path": str(th.path), "sha256": th.sha256, "phases": list(th.phases),
             "gates": len(th.gates), "fallbacks": len(th.fallbacks), "engines": list(th.engines)}
     if ns.json:
@@ -73,6 +74,16 @@ def _check_engines(th: Any) -> None:
         print(f"perfgate: note: {n}", file=sys.stderr)
     if problems:
         raise CommandError("\nperfgate: ".join(problems), BAD_CONFIG)
+
+
+def _check_workers(th: Any) -> None:
+    """``[perfgate] workers`` on a Ray cluster where Ray is not installed: a note (pytest stops at start)."""
+    import importlib.util
+
+    w = th.settings.workers
+    if isinstance(w, str) and w.startswith("ray://") and importlib.util.find_spec("ray") is None:
+        print(f"perfgate: note: {th.path}: [perfgate] workers = {w}: Ray is not installed here, so pytest stops at "
+              "start: pip install 'pytest-perfgate[ray]'", file=sys.stderr)
 
 
 def _gate_row(g: Any) -> dict[str, Any]:
@@ -335,6 +346,27 @@ def _report(ns: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- parser
+class _OneFile(argparse.Action):
+    """The thresholds file, given as ``FILE`` or ``--thresholds FILE`` (as ``perfgate gate``, ``diff``
+    and ``evaluate`` take it); both at once only when they name the same file."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if values is None:  # the positional left out
+            return
+        if getattr(ns, self.dest, None) not in (None, values):
+            parser.error(f"two thresholds files ({getattr(ns, self.dest)} and {values}): give one, as FILE or --thresholds FILE")
+        setattr(ns, self.dest, values)
+
+
+def thresholds_arguments(p: argparse.ArgumentParser) -> None:
+    """``[FILE]`` and ``--thresholds FILE``: the thresholds file of a command that reads one."""
+    p.add_argument("thresholds", nargs="?", default=None, action=_OneFile, metavar="FILE",
+                   help="the thresholds file (default: ./thresholds.toml)")
+    p.add_argument("--thresholds", dest="thresholds", default=None, action=_OneFile, metavar="FILE",
+                   help="the same, as perfgate gate, diff and evaluate take it")
+
+
 def add_commands(sub: Any) -> None:
     """Register the results commands on the ``perfgate`` subparsers."""
 
@@ -345,9 +377,9 @@ def add_commands(sub: Any) -> None:
         return p
 
     p = cmd("check", "validate thresholds.toml with the plugin's messages (exit 0 valid, 4 invalid)", _check)
-    p.add_argument("thresholds", nargs="?", default=None, help="the thresholds file (default: ./thresholds.toml)")
+    thresholds_arguments(p)
     p = cmd("gates", "list the gates: thresholds, units, regression tolerance, fallbacks", _gates)
-    p.add_argument("thresholds", nargs="?", default=None, help="the thresholds file (default: ./thresholds.toml)")
+    thresholds_arguments(p)
     p = cmd("show", "the last decision per phase: verdicts and triggered fallback plans", _show)
     p.add_argument("results", nargs="?", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p = cmd("history", "stored verdicts over time, or export them for dashboards", _history)

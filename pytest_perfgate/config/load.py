@@ -104,7 +104,19 @@ def _settings(c: Checker, st: Mapping[str, Any], confidence: float | None) -> Se
     return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate, validity, _workers(c, st))
 
 
-_RAY_ADDR = re.compile(r"^(auto|[A-Za-z0-9_.-]+:[0-9]{1,5})$")
+_RAY_ADDR = re.compile(r"auto|[A-Za-z0-9_.-]+:[0-9]{1,5}")  # fullmatch: "$" would admit a trailing newline
+MAX_WORKERS = 1024  # client worker processes on one machine (per node of a Ray cluster): more than any machine's cores
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` fit for a one-line error: control characters escaped, bounded (a 5,000-digit value)."""
+    from ..runtime.redaction import clean
+
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit conversion limit
+        return "an integer too long to show"
+    return clean(text, limit) + (f" ({len(text)} characters)" if len(text) > limit else "")
 
 
 def _workers(c: Checker, st: Mapping[str, Any]) -> int | str:
@@ -114,7 +126,7 @@ def _workers(c: Checker, st: Mapping[str, Any]) -> int | str:
     w = st.get("workers", 1)
     if w == "auto":
         return "auto"
-    if isinstance(w, int) and not isinstance(w, bool) and w >= 1:
+    if isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MAX_WORKERS:
         return int(w)
     if isinstance(w, str) and w.startswith("ray://"):
         url, _, n_text = w[len("ray://"):].partition("?per_node=")
@@ -125,12 +137,20 @@ def _workers(c: Checker, st: Mapping[str, Any]) -> int | str:
             raise c.err("perfgate", f"workers.{extra[0]}", 'unknown key (a Ray cluster: workers = { ray = "auto", per_node = N })')
         addr: Any = w.get("ray")
         n = w.get("per_node", 1)
-        if not isinstance(addr, str) or not _RAY_ADDR.match(addr) or (addr != "auto" and not 0 < int(addr.rsplit(":", 1)[1]) < 65536):
-            raise c.err("perfgate", "workers.ray", f'must be "auto" or "HOST:PORT" (the Ray cluster), got {addr!r}')
-        if isinstance(n, str) and n.isdigit():
+        if not isinstance(addr, str) or not _RAY_ADDR.fullmatch(addr) or (addr != "auto" and not 0 < int(addr.rsplit(":", 1)[1]) < 65536):
+            raise c.err("perfgate", "workers.ray", f'must be "auto" or "HOST:PORT" (the Ray cluster), got {shown(addr)}')
+        digits = isinstance(n, str) and n.isascii() and n.isdigit()
+        big = digits and len(n.lstrip("0")) > 6  # no int() of a 5,000-digit value
+        if digits and not big:
             n = int(n)
-        return f"ray://{addr}?per_node={c.positive(n, 'perfgate', 'workers.per_node')}"
-    raise c.err("perfgate", "workers", f'must be a positive integer, "auto" or a Ray cluster ({{ ray = "auto", per_node = N }}), got {w!r}')
+        if big or (isinstance(n, int) and not isinstance(n, bool) and n > MAX_WORKERS):
+            raise c.err("perfgate", "workers.per_node", f"at most {MAX_WORKERS} worker processes per node, got {shown(n)}")
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            raise c.err("perfgate", "workers.per_node", f"must be a positive integer, got {shown(n)}")
+        return f"ray://{addr}?per_node={n}"
+    if isinstance(w, int) and not isinstance(w, bool) and w > MAX_WORKERS:
+        raise c.err("perfgate", "workers", f"at most {MAX_WORKERS} client worker processes, got {shown(w)}")
+    raise c.err("perfgate", "workers", f'must be a positive integer, "auto" or a Ray cluster ({{ ray = "auto", per_node = N }}), got {shown(w)}')
 
 
 def _check_phases(c: Checker, phases: Mapping[str, Phase]) -> None:

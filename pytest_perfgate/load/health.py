@@ -14,7 +14,10 @@
   sleep, before the request task starts; neither a concurrency cap's wait nor a dependent turn),
   with the schedule's mean gap between sends (what a late send distorts: the arrival process).
 * **CPU share**: the loop thread's CPU seconds over the run's wall seconds (1.0: the client's thread
-  never waited for I/O, it is the bottleneck).
+  never waited for I/O, it is the bottleneck), and the whole client process's (every thread's) over
+  the same wall seconds: a loop that lagged with little CPU of its own was starved, by another thread
+  of its own process holding the GIL when the process's CPU is well above the loop's, else by other
+  processes taking the machine (:mod:`.validity` says which, and the fix).
 
 :mod:`.validity` turns them into a verdict per timing gate.
 """
@@ -26,7 +29,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -174,13 +177,15 @@ class ClientHealth:
     host: str = ""
     clock_offset: float = math.nan
     clock_uncertainty: float = math.nan
+    process_cpu_share: float = math.nan  # the client process's CPU (every thread) / wall: 1.0 = one core
 
     @classmethod
     def of(cls, loop_lags_ns: list[int], send_lags_ns: list[int], cpu_s: float, wall_s: float,
-           send_gap_s: float = math.nan, over_events: float = math.nan, weights: list[int] | None = None) -> ClientHealth:
+           send_gap_s: float = math.nan, over_events: float = math.nan, weights: list[int] | None = None,
+           process_cpu_s: float = math.nan) -> ClientHealth:
         """``over_events``: the lag P99 over the run's events (:func:`event_weighted`; ``weights``:
         :func:`event_weights`); the loop lag P99 is the larger of it and the P99 over time, and so is
-        its tail mean."""
+        its tail mean. ``cpu_s``: the loop thread's CPU seconds; ``process_cpu_s``: every thread's."""
         p99 = _quantile(loop_lags_ns, 0.99)
         if not math.isnan(over_events) and not math.isnan(p99):
             p99 = max(p99, over_events)
@@ -190,7 +195,8 @@ class ClientHealth:
                    max(loop_lags_ns) / 1e9 if loop_lags_ns else math.nan, len(loop_lags_ns),
                    _quantile(send_lags_ns, 0.99), max(send_lags_ns) / 1e9 if send_lags_ns else math.nan,
                    len(send_lags_ns), cpu_s / wall_s if wall_s > 0 else math.nan, wall_s, 1, send_gap_s,
-                   hist(loop_lags_ns), hist(loop_lags_ns, weights) if weights else (), hist(send_lags_ns), tail)
+                   hist(loop_lags_ns), hist(loop_lags_ns, weights) if weights else (), hist(send_lags_ns), tail,
+                   process_cpu_share=process_cpu_s / wall_s if wall_s > 0 and math.isfinite(process_cpu_s) else math.nan)
 
     @classmethod
     def worst(cls, parts: Iterable[ClientHealth]) -> ClientHealth:
@@ -218,7 +224,8 @@ class ClientHealth:
         return cls(w("loop_lag_p50"), w("loop_lag_p99"), w("loop_lag_max"), sum(p.probes for p in ps),
                    w("send_lag_p99"), w("send_lag_max"), sum(p.sends for p in ps), w("cpu_share"),
                    max(p.wall_s for p in ps), max(p.workers for p in ps), w("send_gap"),
-                   loop_lag_tail=w("loop_lag_tail"), clock_uncertainty=w("clock_uncertainty"))
+                   loop_lag_tail=w("loop_lag_tail"), clock_uncertainty=w("clock_uncertainty"),
+                   process_cpu_share=w("process_cpu_share"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -244,7 +251,8 @@ class ClientHealth:
                    num("send_lag_p99"), num("send_lag_max"), int(num("sends") if d.get("sends") else 0),
                    num("cpu_share"), num("wall_s") if d.get("wall_s") else 0.0, int(num("workers")) if d.get("workers") else 1,
                    num("send_gap"), hist_of("lag_hist"), hist_of("event_hist"), hist_of("send_hist"),
-                   num("loop_lag_tail"), str(d.get("host") or "")[:200], num("clock_offset"), num("clock_uncertainty"))
+                   num("loop_lag_tail"), str(d.get("host") or "")[:200], num("clock_offset"), num("clock_uncertainty"),
+                   num("process_cpu_share"))
 
     def text(self) -> str:
         """``loop lag P50/P99/max 0.08/0.4/2.1 ms (2,000 probes), send lag P99 0.1 ms, CPU 35%``."""
@@ -258,6 +266,8 @@ class ClientHealth:
             out += f", send lag P99/max {ms(self.send_lag_p99)}/{ms(self.send_lag_max)} ms"
         if not math.isnan(self.cpu_share):
             out += f", client loop CPU {self.cpu_share * 100:.0f}%"
+        if not math.isnan(self.process_cpu_share):
+            out += f", client process CPU {self.process_cpu_share * 100:.0f}%"
         if self.host:
             out = f"{self.host}: {out}"
         if not math.isnan(self.clock_uncertainty):
@@ -266,11 +276,19 @@ class ClientHealth:
         return out + (f", {self.workers} workers (worst of each)" if self.workers > 1 else "")
 
 
-class LoopProbe:
-    """The loop-lag probe of one run: ``start()`` and ``stop()`` on the event loop's own thread."""
+Reading = Callable[[], int]  # a clock in ns: CPU time of the calling thread, of the process, wall time
 
-    def __init__(self, interval_s: float = PROBE_INTERVAL_S) -> None:
+
+class LoopProbe:
+    """The loop-lag probe of one run: ``start()``, ``window()`` and ``stop()`` on the event loop's own
+    thread. ``thread_cpu``, ``process_cpu``, ``wall``: the CPU-time and wall readings (ns) the shares
+    are computed from (scripted in tests)."""
+
+    def __init__(self, interval_s: float = PROBE_INTERVAL_S, *, thread_cpu: Reading = time.thread_time_ns,
+                 process_cpu: Reading = time.process_time_ns, wall: Reading = clock) -> None:
         self.interval = interval_s
+        self._thread_cpu, self._process_cpu, self._wall = thread_cpu, process_cpu, wall
+        self._mark = (0, 0, 0, 0)  # where the current window began: probes, thread CPU, process CPU, wall
         self.lags_ns: list[int] = []
         self.read_ns: list[int] = []
         self._written: deque[int] = deque()
@@ -279,6 +297,7 @@ class LoopProbe:
         self._r: socket.socket | None = None
         self._w: socket.socket | None = None
         self._cpu0 = 0
+        self._pcpu0 = 0
         self._t0 = 0
 
     def start(self) -> None:
@@ -288,7 +307,8 @@ class LoopProbe:
         self._r, self._w = socket.socketpair()
         self._r.setblocking(False)
         loop.add_reader(self._r.fileno(), self._on_read)
-        self._cpu0, self._t0 = time.thread_time_ns(), clock()
+        self._cpu0, self._pcpu0, self._t0 = self._thread_cpu(), self._process_cpu(), self._wall()
+        self._mark = (0, self._cpu0, self._pcpu0, self._t0)
         self._thread = threading.Thread(target=self._beat, name="perfgate-loop-probe", daemon=True)
         self._thread.start()
 
@@ -318,8 +338,9 @@ class LoopProbe:
         ``send_gap_s`` its schedule's mean gap, ``events_ns`` the read stamps of its chunks)."""
         import asyncio
 
-        cpu = (time.thread_time_ns() - self._cpu0) / 1e9
-        wall = (clock() - self._t0) / 1e9
+        cpu = (self._thread_cpu() - self._cpu0) / 1e9
+        pcpu = (self._process_cpu() - self._pcpu0) / 1e9
+        wall = (self._wall() - self._t0) / 1e9
         self._stop.set()
         if self._thread is not None:
             self._thread.join(1.0)
@@ -331,4 +352,13 @@ class LoopProbe:
             self._w.close()
         over = event_weighted(self.read_ns, self.lags_ns, events_ns or [])
         weights = event_weights(self.read_ns, events_ns or [])
-        return ClientHealth.of(self.lags_ns, send_lags_ns, cpu, wall, send_gap_s, over, weights)
+        return ClientHealth.of(self.lags_ns, send_lags_ns, cpu, wall, send_gap_s, over, weights, pcpu)
+
+    def window(self) -> ClientHealth:
+        """The health since the previous window (or the start): its probes' lags, the loop thread's
+        and the process's CPU shares over it; each call starts the next window."""
+        n, cpu0, pcpu0, t0 = self._mark
+        cpu, pcpu, now = self._thread_cpu(), self._process_cpu(), self._wall()
+        lags = self.lags_ns[n:]
+        self._mark = (n + len(lags), cpu, pcpu, now)
+        return ClientHealth.of(lags, [], (cpu - cpu0) / 1e9, (now - t0) / 1e9, process_cpu_s=(pcpu - pcpu0) / 1e9)

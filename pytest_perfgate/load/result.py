@@ -100,6 +100,7 @@ class RunResult:
     worker_health: list[ClientHealth] = field(default_factory=list)  # per client worker (load/workers.py)
     # a sequential load run's looks and each gate's deciding look (load/decided.py: run_until_decided)
     decided: Any = None
+    counter_notes: list[str] = field(default_factory=list)  # counters the run dropped: a /metrics value NaN (load/counters.py)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -159,11 +160,21 @@ class RunResult:
             got = dataclasses.replace(self._from_records(name), requests=self.request_counts())
             unforced = self._lengths_not_forced(name)
             return dataclasses.replace(got, notes=(*got.notes, unforced)) if unforced else got
-        if desc.source == metric_names.COUNTERS:  # the run's failed requests travel with its rates
-            return dataclasses.replace(self._from_counters(name), requests=self.request_counts())
-        if desc.source == metric_names.KV:
-            return self.kv_pressure().perfgate_data(name)
+        try:
+            if desc.source == metric_names.COUNTERS:  # the run's failed requests travel with its rates
+                return self._noted(dataclasses.replace(self._from_counters(name), requests=self.request_counts()))
+            if desc.source == metric_names.KV:
+                return self._noted(self.kv_pressure().perfgate_data(name))
+        except SampleError as e:  # a counter missing because its readings were dropped (NaN): says so
+            why = [n for n in self.counter_notes if n.split(" was ")[0].removeprefix("/metrics: ") in str(e)]
+            if why:
+                raise SampleError(f"{e} ({'; '.join(why)})") from None
+            raise
         raise SampleError(f"{name}: not measured by a load run")
+
+    def _noted(self, d: Samples | Proportion) -> Samples | Proportion:
+        """Counter data with the run's notes (a counter dropped for a NaN reading) when it takes notes."""
+        return dataclasses.replace(d, notes=(*d.notes, *self.counter_notes)) if self.counter_notes and isinstance(d, Samples) else d
 
     def _lengths_not_forced(self, name: str) -> str:
         """For a metric that depends on output lengths, on a server that does not take ``ignore_eos``
@@ -308,6 +319,7 @@ class RunResult:
             "records": [dataclasses.asdict(r) for r in self.records],
             "client": self.health.to_dict() if self.health is not None else None,
             "client_workers": [h.to_dict() for h in self.worker_health],
+            "counter_notes": list(self.counter_notes),
         }
 
     @classmethod
@@ -330,6 +342,7 @@ class RunResult:
             request_counters=[dict(c) for c in data.get("request_counters", [])],
             health=ClientHealth.from_dict(client) if isinstance(client, Mapping) else None,
             worker_health=[ClientHealth.from_dict(h) for h in data.get("client_workers") or [] if isinstance(h, Mapping)],
+            counter_notes=[str(x) for x in data.get("counter_notes") or [] if isinstance(x, str)],
         )
 
 

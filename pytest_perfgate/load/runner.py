@@ -19,14 +19,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from .counters import BadCounters
 from .health import LoopProbe
 from .prompts import warmup_prompts
 from .replay import Turns, trace_offsets_ns
 from .result import RunResult
 from .schedule import LoadConfig, send_offsets_ns
+from .validity import starvation_notice
 
 Progress = Callable[[int, int, float], None]
 WARMUP_TICK_S = 1.0  # while a warm-up request runs, the progress printer is asked this often (it rate-limits)
+WATCH_S = 1.0  # the client's health is looked at this often during a run: a starved client is said at once
 Stop = Callable[[RunResult], bool]
 
 
@@ -91,6 +94,7 @@ class _Run:
         self.start_ns = 0
         self.deadline_ns: int | None = None
         self.gauges: list[dict[str, float]] = []
+        self.bad_counters = BadCounters()  # /metrics values that are no finite number: dropped, noted
         self.turns = Turns(requests)  # multi-turn sessions: turn k after turn k - 1 (load/replay.py)
         self.send_lags: list[int] = []  # open loop: how late each scheduled send was dispatched (load/health.py)
         self.send_gap_s = math.nan  # open loop: the schedule's mean gap
@@ -140,9 +144,24 @@ class _Run:
 
     async def _counters(self) -> dict[str, float]:
         try:
-            return dict(await self.engine.counters())
+            got = await self.engine.counters()
         except Exception:
             return {}
+        return self.bad_counters.keep(got) if isinstance(got, Mapping) else {}
+
+    def counter_notes(self) -> list[str]:
+        """One line per counter dropped from this run's snapshots (load/counters.py)."""
+        return self.bad_counters.notes()
+
+    async def _watch(self, probe: LoopProbe, say: Callable[[str], None]) -> None:
+        """Say once, during the run, that the client is starved, as soon as a window of it shows it
+        (load/validity.py: what starved it and the fix), not only in the verdicts at its end."""
+        while True:
+            await asyncio.sleep(WATCH_S)
+            line = starvation_notice(probe.window(), (clock() - self.start_ns) / 1e9)
+            if line is not None:
+                say(line)
+                return
 
     async def _poll_gauges(self, interval: float) -> None:
         while True:
@@ -179,12 +198,16 @@ class _Run:
         poller = asyncio.create_task(self._poll_gauges(cfg.gauge_interval)) if cfg.gauge_interval else None
         probe = LoopProbe()
         probe.start()
+        notice = getattr(self.progress, "notice", None)  # progress.progress_printer's one-off lines
+        watch = asyncio.create_task(self._watch(probe, notice)) if notice is not None else None
         try:
             if cfg.open_loop:
                 await self._open_loop()
             else:
                 await self._closed_loop(cfg.in_flight or 1)
         finally:
+            if watch is not None:
+                watch.cancel()
             health = probe.stop(self.send_lags, self.send_gap_s, [c for r in self.done for c in r.chunk_ns])
             if poller is not None:
                 poller.cancel()
@@ -194,7 +217,7 @@ class _Run:
             records=sorted(self.records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
             counters_before=before, counters_after=after, config=cfg,
             start_ns=self.start_ns, end_ns=end_ns, gauges=self.gauges, stopped_early=self.stopped,
-            request_counters=self.request_counters, health=health,
+            request_counters=self.request_counters, health=health, counter_notes=self.bad_counters.notes(),
         )
 
     async def _closed_loop(self, workers: int) -> None:

@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config.metrics import RECORDS, lookup
-from .health import PROBE_INTERVAL_S, ClientHealth, tail_fraction
+from .health import PROBE_INTERVAL_S, TAIL_MIN_PROBES, ClientHealth, tail_fraction
 
 if TYPE_CHECKING:
     from ..config import Gate
@@ -46,6 +46,13 @@ ALLOWED_FRACTION = 0.05  # client error a timing gate tolerates, as a fraction o
 LONGER_ONLY = frozenset({"ttft", "e2e"})
 TARGET_CPU_SHARE = 0.5  # the loop CPU share per worker the suggested worker count aims at
 STARVED_SHARE = 0.1  # a lagging loop that used less CPU than this waited for the machine, not for itself
+# a starved loop whose process's other threads used this much CPU (of a core), and 3x the loop's own: a
+# thread of the client's own process held the GIL (a pure-Python thread beside the load loop). Measured
+# on a 2-core machine at load 12: a hog thread got 19-40% of a core while the loop got 2-3%; without
+# it the other threads (the lag probe) used 1%
+OWN_THREADS_SHARE = 0.1
+OWN_THREADS_RATIO = 3.0
+EVIDENT_LAG_S = 0.01  # a starved loop lagging this much (5% of a 200 ms threshold) is said during the run
 INVALID = "invalid"
 
 
@@ -136,13 +143,41 @@ def invalid_cause(gate: Gate, h: ClientHealth, workers: int = 1, outcome: str = 
     figures = ", ".join(name + (f" (> {_ms(lim)}: {ALLOWED_FRACTION:.0%} of the {_ms(h.send_gap)} mean gap)"
                                 if lim > limit else "") for name, _, lim in over)
     cpu = f"; client loop CPU {h.cpu_share * 100:.0f}%" if math.isfinite(h.cpu_share) else ""
-    fix = f"set workers = {suggested_workers(h, workers)} (or lower the load)"
-    if math.isfinite(h.cpu_share) and h.cpu_share < STARVED_SHARE:  # the loop waited, it did not work
-        fix = "other processes starved the client of CPU (more workers will not help): run on a quieter machine"
+    fix = starved_fix(h, workers) or f"set workers = {suggested_workers(h, workers)} (or lower the load)"
     if all(name.startswith("clock") for name, _, _ in over):
         fix = "put the client hosts on a faster link to the coordinator (or run the workers on one host)"
     return (f"client did not keep up: {figures} > {_ms(limit)} allowed for {what} "
             f"({ALLOWED_FRACTION:.0%} of it){cpu}: {fix}")
+
+
+def starved_fix(h: ClientHealth, workers: int = 1) -> str | None:
+    """What starved a loop that lagged with little CPU of its own (< :data:`STARVED_SHARE`) and the
+    fix: a thread of the client's own process holding the GIL when the process's other threads used
+    :data:`OWN_THREADS_SHARE` of a core and 3x the loop thread's CPU (worker processes, each with
+    its own GIL, help), else other processes taking the machine (more workers will not help); None
+    for a loop that was busy itself."""
+    if not (math.isfinite(h.cpu_share) and h.cpu_share < STARVED_SHARE):
+        return None
+    own = h.process_cpu_share - h.cpu_share
+    if math.isfinite(own) and own >= max(OWN_THREADS_SHARE, OWN_THREADS_RATIO * h.cpu_share):
+        return (f"GIL contention inside the client's process: its other threads used {own * 100:.0f}% of a core "
+                f"while the loop thread got {h.cpu_share * 100:.0f}% (a CPU-bound Python thread beside the load "
+                f"loop holds the GIL): set workers = {max(workers + 1, 2)} (separate processes, each its own GIL) "
+                "or move the CPU-bound threads out of the test process")
+    theirs = f" (the client's process used {h.process_cpu_share * 100:.0f}% CPU)" if math.isfinite(h.process_cpu_share) else ""
+    return f"other processes starved the client of CPU{theirs} (more workers will not help): run on a quieter machine"
+
+
+def starvation_notice(h: ClientHealth, elapsed_s: float, workers: int = 1) -> str | None:
+    """The line said once, during the run, as soon as a window of it (:meth:`.health.LoopProbe.window`)
+    shows the client starved: its loop lagging over :data:`EVIDENT_LAG_S` with little CPU of its own
+    (what starved it, and the fix: :func:`starved_fix`); None otherwise."""
+    lag, lag_name = judged_lag(h)
+    fix = starved_fix(h, workers)
+    if fix is None or h.probes < TAIL_MIN_PROBES or not (math.isfinite(lag) and lag > EVIDENT_LAG_S):
+        return None
+    return (f"client starved at {elapsed_s:.1f} s: {lag_name}, client loop CPU {h.cpu_share * 100:.0f}%: {fix}; "
+            "timing gates on this run may be invalid")
 
 
 def stands(v: Verdict, gate: Gate, h: ClientHealth) -> bool:

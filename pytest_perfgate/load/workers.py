@@ -28,6 +28,7 @@ server); an engine without one (an embedded vLLM) runs in this process only.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import queue
 import subprocess
@@ -38,6 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..config.load import MAX_WORKERS, shown
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
 from .frames import receive, send
 from .health import ClientHealth
@@ -60,6 +62,8 @@ class Home(Protocol):
 
     async def _counters(self) -> dict[str, float]: ...
 
+    def counter_notes(self) -> list[str]: ...
+
 WORKER_ENV = "PERFGATE_CLIENT_WORKER_OF"  # a worker's environment names its session's pid
 READY_TIMEOUT_S = 120.0  # a worker that never says ready (an import that hangs): the run fails
 START_MARGIN_NS = 100_000_000  # the common start, after every worker got it
@@ -76,16 +80,19 @@ def resolve_workers(spec: int | str) -> int | RayWorkers:
     """``N`` or ``"auto"`` (usable cores - 1, at least 1) as a worker count, ``ray://...`` as the
     Ray cluster's workers (load/ray_workers.py); a clear error otherwise."""
     if isinstance(spec, str) and spec.strip().startswith("ray://"):
-        return parse_ray(spec)
+        got = parse_ray(spec)
+        if importlib.util.find_spec("ray") is None:  # said at start, not as a traceback inside the first load run
+            raise LoadConfigError(f"workers {shown(spec)}: workers on a Ray cluster need Ray, which is not "
+                                  "installed here: pip install 'pytest-perfgate[ray]'")
+        return got
     if spec == "auto":
         return max(1, usable_cores() - 1)
-    try:
-        n = int(spec)
-    except (TypeError, ValueError):
-        raise LoadConfigError(f'workers must be a positive integer, "auto" or "ray://HOST:PORT", got {spec!r}') from None
-    if n < 1 or str(n) != str(spec).strip():
-        raise LoadConfigError(f'workers must be a positive integer, "auto" or "ray://HOST:PORT", got {spec!r}')
-    return n
+    text = str(spec).strip()
+    if not (text.isascii() and text.isdigit() and text.strip("0")) or isinstance(spec, bool):
+        raise LoadConfigError(f'workers must be a positive integer, "auto" or "ray://HOST:PORT", got {shown(spec)}')
+    if len(text.lstrip("0")) > 6 or int(text) > MAX_WORKERS:  # no int() of a 5,000-digit value
+        raise LoadConfigError(f"workers: at most {MAX_WORKERS} client worker processes, got {shown(spec)}")
+    return int(text)
 
 
 def assign(requests: Sequence[Request], n: int, workers: int) -> list[list[int]]:
@@ -249,7 +256,7 @@ def _collect(workers: Sequence[Link], parts: list[tuple[Share, LoadConfig]], inb
     return RunResult(
         records=sorted(records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
         counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
-        stopped_early=stopped,
+        stopped_early=stopped, counter_notes=home.counter_notes(),
         health=replace(ClientHealth.worst(per_worker), workers=len(per_worker)) if per_worker else None,
         worker_health=per_worker,
     )

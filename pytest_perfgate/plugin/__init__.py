@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..config import ConfigError, Thresholds, load_thresholds
-from ..runtime import noise
+from ..runtime import noise, redaction
 from ..session import startup
 from ..session.perfgate import (
     ENGINE_PROPERTY,
@@ -107,12 +107,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _workers(option: str | None, setting: int | str) -> int | RayWorkers:
     """Client worker processes of every load run (or a Ray cluster's): ``--perfgate-workers``, else ``[perfgate] workers``."""
-    from ..load.schedule import LoadConfigError
-    from ..load.workers import resolve_workers
+    from ..load import schedule, workers
     try:
-        return resolve_workers(option if option is not None else setting)
-    except LoadConfigError as e:
-        raise pytest.UsageError(f"perfgate: --perfgate-workers {option}: {e}" if option else f"perfgate: [perfgate] {e}") from None
+        return workers.resolve_workers(option if option is not None else setting)
+    except schedule.LoadConfigError as e:  # the option shown cut: a 5,000-digit value is not echoed whole
+        raise pytest.UsageError(f"perfgate: --perfgate-workers {redaction.clean(option, 40)}: {e}"
+                                if option is not None else f"perfgate: [perfgate] {e}") from None
 
 
 def _rank(config: pytest.Config) -> Any:

@@ -9,12 +9,13 @@ Say = Callable[[str], None]
 
 class _Printer:
     """``progress(done, total, elapsed)``; ``warmup(done, total, elapsed)`` for the requests sent
-    before a run is measured (load/runner.py calls it when present)."""
+    before a run is measured, ``notice(text)`` for a line said once (load/runner.py calls them when present)."""
 
     def __init__(self, say: Say, label: str, every_s: float, unit: str) -> None:
         self.say, self.label, self.every_s, self.unit = say, label, every_s, unit
         self.last = 0.0
         self.warm_last: float | None = None
+        self.said: set[str] = set()
 
     def __call__(self, done: int, total: int, elapsed: float) -> None:
         if total <= 1:
@@ -29,6 +30,13 @@ class _Printer:
         if self.warm_last is None or elapsed - self.warm_last >= self.every_s:
             self.warm_last = elapsed
             self.say(f"perfgate: [{self.label}] warm-up {done}/{total} requests (not measured), {elapsed:.1f} s")
+
+
+    def notice(self, text: str) -> None:
+        """A line said once (the client starved during the run: load/runner.py calls it when present)."""
+        if text not in self.said:
+            self.said.add(text)
+            self.say(f"perfgate: [{self.label}] {text}")
 
 
 def progress_printer(say: Say, label: str, every_s: float = 5.0, unit: str = "requests") -> Callable[[int, int, float], None]:

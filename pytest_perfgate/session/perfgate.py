@@ -19,6 +19,8 @@ from ..config.looks import FIRST_LOOK
 from ..load.validity import apply as valid  # a run whose client did not keep up: invalid timing gates
 from ..store import decisions
 from ..verdicts.failures import GateFailure, GateInconclusive, PerfgateWarning
+from ..verdicts.samples import SampleError
+from .evidence import engine_infos, measured, noted
 from .runs import Runs
 
 if TYPE_CHECKING:
@@ -280,7 +282,7 @@ class Perfgate:
         return self._evaluate(data, gate, note=note, label=label)
 
     def _evaluate(self, data: Any, gate: str | None, *, note: Note = "", label: str = "",
-                  candidates: int = 1) -> Verdict:
+                  candidates: int = 1, errors_as_verdicts: bool = False) -> Verdict:
         from ..verdicts.verdict import evaluate
         from .bench import annotate, is_benchmark, samples_of
 
@@ -294,15 +296,22 @@ class Perfgate:
         if looked is not None:  # a sequential load run (load/decided.py): the gate's deciding look, at its confidence
             data, c, seq = looked
             note = _and(note, seq)
-        v = valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data, on=self._state.validity)
+        try:
+            v = valid(evaluate(g, data, confidence=c, thresholds=self.thresholds), g, data, on=self._state.validity)
+        except SampleError as e:  # the run cannot give this gate's metric: this gate's named error
+            if not (errors_as_verdicts or measured(data)):
+                raise  # data a test made itself (perfgate.samples([...])): its own mistake, said as it is
+            from ..verdicts.verdict import Verdict
+
+            v = Verdict.error(g, str(e), confidence=c)
         said = note(v) if callable(note) else note
-        v = _noted(v, f"{label}: {said}" if label and said else label or said)
+        v = noted(v, f"{label}: {said}" if label and said else label or said)
         if self._store is not None:
             v = self._store(v, data, c, ())
         v = self._floor(v, data)
         if bench is not None:
             annotate(bench, v)
-        self._record(v, _engine_infos(data), {"label": label} if label else {})
+        self._record(v, engine_infos(data), {"label": label} if label else {})
         return v
 
     def best_of(self, candidates: Mapping[str, Any], gate: str | None = None, *, note: Note = "",
@@ -364,7 +373,9 @@ class Perfgate:
         if not self._bound:
             raise ValueError("check_all: this test has no @pytest.mark.gate(...)")
         order = sorted(self._bound, key=lambda n: bool(self.gate(n).compare))
-        verdicts = [self.evaluate(None if self.gate(n).compare else data, n) for n in order]
+        # a gate whose metric the data cannot give (one chunk per stream: no ITL) is that gate's
+        # error; every other gate is still decided
+        verdicts = [self._evaluate(None if self.gate(n).compare else data, n, errors_as_verdicts=True) for n in order]
         failed = sorted((v for v in verdicts if v.outcome in ("fail", "error", "invalid")), key=lambda v: v.outcome != "fail")
         if failed:
             raise GateFailure(*failed)
@@ -474,24 +485,8 @@ def verdict_properties(v: Verdict, engines: Sequence[Mapping[str, Any]],
     return d, props
 
 
-def _noted(v: Verdict, note: str) -> Verdict:
-    """``v`` with ``note`` added to its own note."""
-    if not note:
-        return v
-    from dataclasses import replace
-    return replace(v, note="; ".join(x for x in (v.note, note) if x))
-
-
 def _and(note: Note, more: str) -> Note:
     """``note`` (a line or a function of the verdict) followed by ``more``."""
     if callable(note):
         return lambda v: "; ".join(x for x in (note(v), more) if x)
     return "; ".join(x for x in (note, more) if x)
-
-
-def _engine_infos(data: Any) -> list[Mapping[str, Any]]:
-    """Engine info of the run(s) a verdict was computed from, so every number traces to its engine."""
-    from ..verdicts.samples import RequestRun
-
-    parts = data if isinstance(data, (tuple, list)) and len(data) == 2 else (data,)
-    return [p.engine_info for p in parts if isinstance(p, RequestRun) and p.engine_info]

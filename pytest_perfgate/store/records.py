@@ -27,6 +27,7 @@ import dataclasses
 import gzip
 import io
 import json
+import math
 import os
 import re
 import uuid
@@ -104,19 +105,28 @@ def _is_run(x: Any) -> bool:
 
 
 def _run_line(i: int, r: RunResult) -> dict[str, Any]:
-    """Every field of the run result but its records (those go on ``request`` lines)."""
+    """Every field of the run result but its records (those go on ``request`` lines); a counter
+    reading that is no finite number is dropped with a note (valid JSON: the run is kept)."""
+    from ..load.counters import BadCounters, kept
+
     line: dict[str, Any] = {"kind": "run", "run": i}
+    bad = BadCounters()
     for f in dataclasses.fields(r):
         if f.name == "records":
             continue
         value = getattr(r, f.name)
-        if f.name == "config":
+        if f.name in ("counters_before", "counters_after"):
+            value = bad.keep(value)
+        elif f.name in ("gauges", "request_counters"):
+            value = kept(value, bad)
+        elif f.name == "config":
             value = value.to_dict() if value is not None else None
         elif f.name == "health":  # the client's health (load/health.py): validity is re-evaluable
             value = value.to_dict() if value is not None else None
         elif f.name == "worker_health":
             value = [h.to_dict() for h in value]
         line[f.name] = value
+    line["counter_notes"] = [*r.counter_notes, *bad.notes()]
     return line
 
 
@@ -258,7 +268,21 @@ def _run_file(folder: Path, r: RunResult, root: Path) -> Path:
 
 
 def _dumps(line: dict[str, Any]) -> bytes:
-    return json.dumps(line, allow_nan=False, default=str, separators=(",", ":")).encode()
+    try:
+        return json.dumps(line, allow_nan=False, default=str, separators=(",", ":")).encode()
+    except ValueError:  # a NaN or infinity left anywhere else (an engine's info): null, the rest kept
+        return json.dumps(_finite_json(line), allow_nan=False, default=str, separators=(",", ":")).encode()
+
+
+def _finite_json(x: Any) -> Any:
+    """``x`` with every non-finite float (at any depth) replaced by None."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {k: _finite_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite_json(v) for v in x]
+    return x
 
 
 def _header_verdict(v: Verdict) -> dict[str, Any]:

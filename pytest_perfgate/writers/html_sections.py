@@ -241,7 +241,9 @@ def runs_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) ->
         cards.append(
             f'<div class="card none"><h4>run {i + 1}: engine <code>{_e(name)}</code></h4>'
             f'<div class="summary">gates {_e(", ".join(dict.fromkeys(gates)))} &middot; {n_ok} requests ok, '
-            f"{n_err} failed &middot; {(r.end_ns - r.start_ns) / 1e9:.2f} s</div>{fig}</div>"
+            f"{n_err} failed &middot; {(r.end_ns - r.start_ns) / 1e9:.2f} s</div>"
+            + "".join(f'<div class="summary">{_e(clean_text(n))}</div>' for n in r.counter_notes[:8])
+            + f"{fig}</div>"
         )
     eng_rows = []
     for name, info in engines.items():
