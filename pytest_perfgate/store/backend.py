@@ -1,0 +1,253 @@
+"""Where the run history lives, and one connection to it: a SQLite file (the default,
+``history.sqlite`` in the results directory) or a PostgreSQL database (a ``postgresql://`` URL).
+
+The location comes from ``--perfgate-history`` (or ``perfgate history --history``), else the
+``PERFGATE_HISTORY`` environment variable, else ``[perfgate] history`` in thresholds.toml, else the
+results directory's ``history.sqlite`` (:func:`choose`). Both kinds hold the same tables
+(:mod:`.migrations`); :class:`Connection` hides the two drivers' differences (placeholders, rows,
+transactions) from :mod:`.history`. psycopg (v3) is imported only for a URL
+(``pip install 'pytest-perfgate[postgres]'``).
+
+Every message names the location with the password of a URL masked (:func:`label`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ENV = "PERFGATE_HISTORY"
+FILENAME = "history.sqlite"
+URL_SCHEMES = ("postgresql", "postgres")
+CONNECT_TIMEOUT_S = 10  # an unreachable server is named after this long (a URL's connect_timeout wins)
+BUSY_TIMEOUT_S = 60.0  # SQLite: how long a writer waits for another
+
+Location = Path | str  # a history file, or a postgresql:// URL
+
+
+class HistoryError(ValueError):
+    """A history that cannot be opened, or a run/baseline reference that names nothing."""
+
+
+def is_url(loc: object) -> bool:
+    """``loc`` is a database URL (``scheme://...``), not a file path."""
+    return isinstance(loc, str) and "://" in loc
+
+
+def label(loc: Location) -> str:
+    """``loc`` fit for a message: a path as it is, a URL with its password (and any ``password=``
+    query parameter) replaced by ``***``."""
+    if not is_url(loc):
+        return str(loc)
+    text = str(loc)
+    try:
+        u = urlsplit(text)
+        netloc = u.netloc
+        if "@" in netloc:
+            creds, _, host = netloc.rpartition("@")
+            user, sep, _pw = creds.partition(":")
+            netloc = f"{user}{':***' if sep else ''}@{host}"
+        query = "&".join(("password=***" if part.lower().startswith("password=") else part)
+                         for part in u.query.split("&")) if u.query else ""
+        return urlunsplit((u.scheme, netloc, u.path, query, u.fragment))
+    except ValueError:
+        return text.split("://", 1)[0] + "://***"
+
+
+def check_location(loc: Location, where: str) -> Location:
+    """A history setting checked: a ``postgresql://`` URL with a host or socket and a database, or a
+    path; anything else (another scheme, a URL without a database) is a HistoryError naming ``where``."""
+    if not is_url(loc):
+        return Path(loc)
+    text = str(loc)
+    scheme = text.split("://", 1)[0].lower()
+    if scheme not in URL_SCHEMES:
+        raise HistoryError(f"{where} {label(text)}: not a history location (a postgresql:// URL or a SQLite file path)")
+    try:
+        u = urlsplit(text)
+        u.port  # noqa: B018 - a bad port raises here
+    except ValueError as e:
+        raise HistoryError(f"{where} {label(text)}: not a valid URL ({e})") from None
+    if not u.path.strip("/") and "dbname=" not in u.query:
+        raise HistoryError(f"{where} {label(text)}: no database name (postgresql://USER@HOST/DATABASE)")
+    return text
+
+
+def choose(option: str | None, setting: str | None, out_dir: Path, base: Path | None = None,
+           env: Mapping[str, str] | None = None) -> Location:
+    """The history of a session: ``option`` (--perfgate-history), else ``$PERFGATE_HISTORY``, else
+    ``setting`` ([perfgate] history, a relative path taken from ``base``: the thresholds file's
+    folder), else ``out_dir/history.sqlite``."""
+    env = os.environ if env is None else env
+    for value, where, root in ((option, "--perfgate-history", Path.cwd()), (env.get(ENV), ENV, Path.cwd()),
+                               (setting, "[perfgate] history", base or Path.cwd())):
+        if value:
+            loc = check_location(value.strip(), where)
+            if isinstance(loc, Path) and not loc.is_absolute():
+                loc = root / loc
+            return loc
+    return Path(out_dir) / FILENAME
+
+
+# ---------------------------------------------------------------- one connection
+class Connection:
+    """One open connection to a history, SQLite or PostgreSQL. Statements are written with ``?``
+    placeholders; rows come back as dicts."""
+
+    def __init__(self, raw: Any, dialect: str, where: str) -> None:
+        self.raw = raw
+        self.dialect = dialect  # "sqlite" | "postgresql"
+        self.label = where
+
+    @property
+    def postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("?", "%s") if self.postgres else sql
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """Run one statement; the number of rows it changed."""
+        cur = self.raw.execute(self._sql(sql), tuple(args))
+        return int(cur.rowcount)
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.raw.execute(self._sql(sql), tuple(args))
+        rows = cur.fetchall()
+        if self.postgres:
+            return [dict(r) for r in rows]
+        return [{k: r[k] for k in r.keys()} for r in rows]
+
+    def table_exists(self, name: str) -> bool:
+        if self.postgres:
+            q = "SELECT 1 AS x FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
+        else:
+            q = "SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return bool(self.query(q, (name,)))
+
+    @contextmanager
+    def transaction(self, lock: bool = True) -> Iterator[Connection]:
+        """One transaction; ``lock``: SQLite takes the write lock at once (``BEGIN IMMEDIATE``), so two
+        writers wait for each other rather than fail on upgrade."""
+        if self.postgres:
+            with self.raw.transaction():
+                yield self
+            return
+        self.raw.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
+        try:
+            yield self
+        except BaseException:
+            self.raw.execute("ROLLBACK")
+            raise
+        self.raw.execute("COMMIT")
+
+    def blob(self, data: Any) -> bytes:
+        return bytes(data) if data is not None else b""
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_history(loc: Location, *, create: bool = True) -> Connection:
+    """A connection to the history at ``loc``, its tables created or migrated to the current schema
+    when ``create`` (:mod:`.migrations`). A history that cannot be opened is a HistoryError naming it."""
+    from .migrations import check_readable, migrate
+
+    con = _open_postgres(str(loc)) if is_url(loc) else _open_sqlite(Path(loc), create)
+    try:
+        if create:
+            migrate(con)
+        else:
+            check_readable(con)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _open_sqlite(path: Path, create: bool) -> Connection:
+    if not create and not path.exists():
+        raise HistoryError(f"{path}: no run history (no perfgate run has written this results directory)")
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # Switching a new file to WAL while another process opens it can answer "database is locked" at
+    # once, past the busy handler (SQLite returns BUSY rather than risk a deadlock): try again, for
+    # as long as the busy timeout would have waited (a CI run on a busy machine hit it once)
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return Connection(_sqlite(path, create), "sqlite", str(path))
+        except sqlite3.OperationalError as e:
+            if not _busy(e) or time.monotonic() >= deadline:
+                raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
+            time.sleep(0.05)
+        except sqlite3.DatabaseError as e:
+            raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
+
+
+def _busy(e: sqlite3.OperationalError) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
+
+
+def _sqlite(path: Path, create: bool) -> sqlite3.Connection:
+    con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        con.row_factory = sqlite3.Row
+        con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if create:
+            con.execute("PRAGMA journal_mode = WAL")
+            con.execute("PRAGMA synchronous = NORMAL")
+        else:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # not a database: raises here
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _open_postgres(url: str) -> Connection:
+    where = label(url)
+    check_location(url, "history")
+    try:
+        import psycopg
+        from psycopg.rows import dict_row
+    except ImportError:
+        raise HistoryError(f"{where}: a PostgreSQL history needs psycopg (pip install 'pytest-perfgate[postgres]')") from None
+    from ..runtime.redaction import add_secret, clean
+
+    pw = urlsplit(url).password
+    if pw:
+        add_secret(pw)  # never echoed by a server's message either
+    kw: dict[str, Any] = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
+    try:
+        raw = psycopg.connect(url, autocommit=True, row_factory=dict_row, application_name="perfgate", **kw)
+    except psycopg.Error as e:
+        cause = clean(" ".join(str(e).split()), limit=300)
+        raise HistoryError(f"{where}: cannot open the PostgreSQL history ({cause})") from None
+    return Connection(raw, "postgresql", where)
+
+
+def errors() -> tuple[type[Exception], ...]:
+    """Every error a history operation may raise: HistoryError (a ValueError), OSError, and the
+    drivers' (psycopg's only when it is installed)."""
+    out: list[type[Exception]] = [ValueError, OSError, sqlite3.Error]
+    try:
+        import psycopg
+
+        out.append(psycopg.Error)
+    except ImportError:
+        pass
+    return tuple(out)
