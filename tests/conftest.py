@@ -22,6 +22,9 @@ os.environ.setdefault("PERFGATE_CACHE", str(default_cache_dir()))
 # pytester sessions here that select phase1 but measure a scripted engine would each pay a 13-s
 # import of vLLM on the other core for nothing. Tests of real phase runs turn it back on.
 os.environ.setdefault("PERFGATE_PREWARM", "0")
+# A shared run history set in the environment (store/backend.py) would send every test session's
+# verdicts there; the tests of it pass their own (tests/postgres_history.py: $PERFGATE_TEST_POSTGRES).
+os.environ.pop("PERFGATE_HISTORY", None)
 
 # An in-process pytester run (runpytest / inline_run) puts sys.modules back as it was before the run,
 # so a library first imported inside the run is dropped afterwards. A C extension cannot be dropped:
