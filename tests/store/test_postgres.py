@@ -10,9 +10,9 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
-from postgres_history import pg_url  # noqa: F401 - the fixture
 
 from pytest_perfgate.store import backend, history, migrations
 from pytest_perfgate.store.transfer import copy
@@ -37,12 +37,12 @@ print("done", who)
 """
 
 
-def _meta(run_id: str, commit: str = "c1") -> dict[str, object]:
+def _meta(run_id: str, commit: str = "c1") -> dict[str, Any]:
     return dict(run_id=run_id, started="2026-01-01T00:00:00", git_commit=commit, thresholds_file="t.toml",
                 thresholds_sha256="s", engines=[{"name": "e"}])
 
 
-def _v(gate: str, x: float, samples: str | None = None) -> dict[str, object]:
+def _v(gate: str, x: float, samples: str | None = None) -> dict[str, Any]:
     return {"gate": gate, "phase": "p1", "outcome": "pass", "observed": x, "lower": x * 0.9, "upper": x * 1.1,
             "n": 100, "unit": "s", "direction": "max", "threshold": 1.0, **({"samples": samples} if samples else {})}
 
@@ -74,10 +74,10 @@ def test_same_schema_and_queries_on_both(pg_url: str, tmp_path: Path) -> None:
     """One set of writes to PostgreSQL and to SQLite reads back the same through every public function."""
     db = tmp_path / "history.sqlite"
     for where in (pg_url, db):
-        assert history.record(where, verdicts=[(0, _v("ttft", 0.2)), (1, _v("itl", 0.01))], **_meta("20260101T000000Z-aa")) == 2  # type: ignore[arg-type]
-        assert history.record(where, verdicts=[(0, _v("ttft", 0.2)), (2, _v("ttft", float("nan")))],  # type: ignore[arg-type]
+        assert history.record(where, verdicts=[(0, _v("ttft", 0.2)), (1, _v("itl", 0.01))], **_meta("20260101T000000Z-aa")) == 2
+        assert history.record(where, verdicts=[(0, _v("ttft", 0.2)), (2, _v("ttft", float("nan")))],
                               **_meta("20260101T000000Z-aa")) == 1
-        history.record(where, verdicts=[(0, _v("ttft", 0.3))], **{**_meta("20260102T000000Z-bb", "c2"),  # type: ignore[arg-type]
+        history.record(where, verdicts=[(0, _v("ttft", 0.3))], **{**_meta("20260102T000000Z-bb", "c2"),
                                                                    "started": "2026-01-02T00:00:00"})
     strip = ("id", "time", "host", "python")
     a, b = history.verdicts(pg_url), history.verdicts(db)
@@ -112,7 +112,7 @@ def test_a_version_1_file_is_migrated_and_a_newer_one_refused(tmp_path: Path) ->
     with closing(sqlite3.connect(db)) as con:
         con.executescript(V1_SCHEMA)
     assert [r["gate"] for r in history.verdicts(db)] == ["ttft"]  # read as it is, before any write
-    history.record(db, verdicts=[(0, _v("itl", 0.01))], files=[("samples/new/a.jsonl.gz", b"x")], **_meta("new"))  # type: ignore[arg-type]
+    history.record(db, verdicts=[(0, _v("itl", 0.01))], files=[("samples/new/a.jsonl.gz", b"x")], **_meta("new"))
     with closing(sqlite3.connect(db)) as con:
         assert [v for (v,) in con.execute("SELECT version FROM schema_version ORDER BY version")] == [1, 2]
         assert con.execute("PRAGMA user_version").fetchone()[0] == migrations.VERSION == 2
@@ -120,7 +120,7 @@ def test_a_version_1_file_is_migrated_and_a_newer_one_refused(tmp_path: Path) ->
         assert [r for (r,) in con.execute("SELECT run_id FROM verdicts ORDER BY id")] == ["old", "new"]
         con.execute("INSERT INTO schema_version VALUES (99, 'x', 'from the future')")
         con.commit()
-    for call in (lambda: history.runs(db), lambda: history.record(db, verdicts=[], **_meta("r"))):  # type: ignore[arg-type]
+    for call in (lambda: history.runs(db), lambda: history.record(db, verdicts=[], **_meta("r"))):
         with pytest.raises(history.HistoryError, match=r"history.sqlite: history schema version 99 was written by a newer perfgate"):
             call()
 
@@ -146,7 +146,7 @@ def _results_dir(root: Path, run_id: str, gates: int = 2) -> Path:
     run_file = root / f"samples/{run_id}/runs/e-{run_id}.jsonl.gz"
     run_file.parent.mkdir(parents=True, exist_ok=True)
     run_file.write_bytes(gzip.compress(b'{"kind": "header"}\n' * 100))
-    history.record(root / "history.sqlite", verdicts=vs, **_meta(run_id))  # type: ignore[arg-type]
+    history.record(root / "history.sqlite", verdicts=vs, **_meta(run_id))
     return root
 
 
@@ -192,7 +192,7 @@ def test_bad_urls_are_one_line_naming_the_url_without_its_password(pg_url: str, 
     assert "NOT-THE-PASSWORD" not in msg and "\n" not in msg
     missing = pg_url.rsplit("?", 1)[0].rsplit("/", 1)[0] + "/no_such_db?" + pg_url.rsplit("?", 1)[1]
     with pytest.raises(history.HistoryError, match=r"no_such_db.*does not exist"):
-        history.record(missing, verdicts=[], **_meta("r"))  # type: ignore[arg-type]
+        history.record(missing, verdicts=[], **_meta("r"))
 
 
 def test_locations_without_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
