@@ -16,11 +16,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from .connection import Connection, HistoryError
+
+__all__ = ["Connection", "HistoryError", "Location", "check_location", "choose", "errors", "is_url", "label",
+           "open_history"]
 
 ENV = "PERFGATE_HISTORY"
 FILENAME = "history.sqlite"
@@ -29,10 +33,6 @@ CONNECT_TIMEOUT_S = 10  # an unreachable server is named after this long (a URL'
 BUSY_TIMEOUT_S = 60.0  # SQLite: how long a writer waits for another
 
 Location = Path | str  # a history file, or a postgresql:// URL
-
-
-class HistoryError(ValueError):
-    """A history that cannot be opened, or a run/baseline reference that names nothing."""
 
 
 def is_url(loc: object) -> bool:
@@ -93,71 +93,6 @@ def choose(option: str | None, setting: str | None, out_dir: Path, base: Path | 
                 loc = root / loc
             return loc
     return Path(out_dir) / FILENAME
-
-
-# ---------------------------------------------------------------- one connection
-class Connection:
-    """One open connection to a history, SQLite or PostgreSQL. Statements are written with ``?``
-    placeholders; rows come back as dicts."""
-
-    def __init__(self, raw: Any, dialect: str, where: str) -> None:
-        self.raw = raw
-        self.dialect = dialect  # "sqlite" | "postgresql"
-        self.label = where
-
-    @property
-    def postgres(self) -> bool:
-        return self.dialect == "postgresql"
-
-    def _sql(self, sql: str) -> str:
-        return sql.replace("?", "%s") if self.postgres else sql
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
-        """Run one statement; the number of rows it changed."""
-        cur = self.raw.execute(self._sql(sql), tuple(args))
-        return int(cur.rowcount)
-
-    def query(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.raw.execute(self._sql(sql), tuple(args))
-        rows = cur.fetchall()
-        if self.postgres:
-            return [dict(r) for r in rows]
-        return [{k: r[k] for k in r.keys()} for r in rows]
-
-    def table_exists(self, name: str) -> bool:
-        if self.postgres:
-            q = "SELECT 1 AS x FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?"
-        else:
-            q = "SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ?"
-        return bool(self.query(q, (name,)))
-
-    @contextmanager
-    def transaction(self, lock: bool = True) -> Iterator[Connection]:
-        """One transaction; ``lock``: SQLite takes the write lock at once (``BEGIN IMMEDIATE``), so two
-        writers wait for each other rather than fail on upgrade."""
-        if self.postgres:
-            with self.raw.transaction():
-                yield self
-            return
-        self.raw.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
-        try:
-            yield self
-        except BaseException:
-            self.raw.execute("ROLLBACK")
-            raise
-        self.raw.execute("COMMIT")
-
-    def blob(self, data: Any) -> bytes:
-        return bytes(data) if data is not None else b""
-
-    def close(self) -> None:
-        self.raw.close()
-
-    def __enter__(self) -> Connection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_history(loc: Location, *, create: bool = True) -> Connection:

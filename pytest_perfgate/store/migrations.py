@@ -17,12 +17,7 @@ Versions:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .backend import HistoryError
-
-if TYPE_CHECKING:
-    from .backend import Connection
+from .connection import Connection, HistoryError
 
 _TYPES = {
     "sqlite": {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL", "blob": "BLOB"},
