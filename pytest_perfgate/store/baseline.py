@@ -90,6 +90,8 @@ def resolve(ref: str, results_dir: Path, cwd: Path, history_at: history.Location
     shared = history_at is not None and history_at != local
     db: history.Location = history_at if shared and history_at is not None else local
     at, results = backend.label(db), (Path(results_dir) if shared else None)
+    if shared and backend.is_url(db):
+        _reachable(db)  # a baseline from a history that cannot be opened: said before anything is measured
     if ref == "latest":
         if not history.exists(db):
             raise history.HistoryError(f"--perfgate-baseline latest: no run history yet in {at}")
@@ -99,8 +101,7 @@ def resolve(ref: str, results_dir: Path, cwd: Path, history_at: history.Location
             r = history.run(db, ref)
             return BaselineRef(db, f"run {r.run_id}", run_id=r.run_id, results=results)
         except history.HistoryError:
-            if shared and backend.is_url(db):
-                _reachable(db)
+            pass
     sha = _git_commit(ref, cwd)
     if sha is not None:
         if not history.exists(db):

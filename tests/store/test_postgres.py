@@ -217,3 +217,17 @@ def test_locations_without_a_server(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(history.HistoryError) as e:
         history.runs(unreachable)
     assert str(e.value).startswith("postgresql://u:***@127.0.0.1:1/db") and "topsecret" not in str(e.value)
+
+
+def test_the_thresholds_file_setting_is_checked_when_loaded() -> None:
+    from pytest_perfgate.config import ConfigError, parse_thresholds
+
+    assert parse_thresholds({"perfgate": {"history": " postgresql://ci@db/perf "}}, Path("t.toml")).settings.history \
+        == "postgresql://ci@db/perf"
+    assert parse_thresholds({}, Path("t.toml")).settings.history is None
+    for bad, match in (("mysql://u:pw@h/db", r"t.toml: \[perfgate\] history: mysql:// is not a history location"),
+                       (3, r"\[perfgate\] history: must be a postgresql:// URL or a SQLite file path, got 3"),
+                       ("", "must be a postgresql:// URL")):
+        with pytest.raises(ConfigError, match=match) as e:
+            parse_thresholds({"perfgate": {"history": bad}}, Path("t.toml"))
+        assert "pw" not in str(e.value)
