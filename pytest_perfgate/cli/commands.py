@@ -361,10 +361,12 @@ def _diff(ns: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- report
 def _report(ns: argparse.Namespace) -> int:
+    from ..store.backend import use
     from ..writers import write_all
 
     doc = _decisions(ns.results)
     out = Path(ns.results)
+    use(out, _history_at(ns))  # the trend plots read the history the runs went to
     # every writer (built in and entry points), report.html with its plots
     written = write_all(doc, out, inconclusive=ns.inconclusive, final=True)
     if ns.json:
@@ -430,6 +432,9 @@ def add_commands(sub: Any) -> None:
     p = cmd("report", "rebuild report.html, summary.md, gates.xml (and every added writer's report) from the stored results", _report)
     p.add_argument("results", nargs="?", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--inconclusive", choices=("fail", "warn"), default="fail")
+    p.add_argument("--history", default=None, metavar="URL|PATH",
+                   help="the history the trend plots read (default: $PERFGATE_HISTORY, else [perfgate] history of "
+                   "./thresholds.toml, else history.sqlite in the results directory)")
 
 
 def run(ns: argparse.Namespace) -> int:

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .connection import Connection, HistoryError
 
-__all__ = ["Connection", "HistoryError", "Location", "check_location", "choose", "errors", "is_url", "label",
-           "open_history"]
+__all__ = ["Connection", "HistoryError", "Location", "check_location", "choose", "errors", "history_of", "is_url",
+           "label", "open_history", "use"]
 
 ENV = "PERFGATE_HISTORY"
 FILENAME = "history.sqlite"
@@ -93,6 +93,21 @@ def choose(option: str | None, setting: str | None, out_dir: Path, base: Path | 
                 loc = root / loc
             return loc
     return Path(out_dir) / FILENAME
+
+
+_IN_USE: dict[Path, Location] = {}  # results directory -> the history this process writes for it
+
+
+def use(out_dir: Path, loc: Location) -> None:
+    """Say that this process's session writes the history of ``out_dir`` at ``loc`` (the plotted
+    report reads its trend there: :func:`history_of`)."""
+    _IN_USE[Path(out_dir).resolve()] = loc
+
+
+def history_of(out_dir: Path) -> Location:
+    """The history of a results directory: the one :func:`use` named in this process, else its
+    history.sqlite."""
+    return _IN_USE.get(Path(out_dir).resolve(), Path(out_dir) / FILENAME)
 
 
 def open_history(loc: Location, *, create: bool = True) -> Connection:

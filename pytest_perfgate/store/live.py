@@ -29,6 +29,7 @@ class LiveStore:
         # postgresql:// URL, another file), which then keeps the run's data files too
         self.history_at: history.Location = history_at if history_at is not None else self.local_history
         self.fallback: str | None = None  # why the shared history was given up for the local file
+        backend.use(self.out_dir, self.history_at)
         self.thresholds = thresholds
         self.run_id = run_id
         self.baseline = baseline
@@ -151,6 +152,7 @@ class LiveStore:
         cause = clean(cause, limit=400)
         self.fallback = cause
         self._written.clear()  # the local file gets the whole run
+        backend.use(self.out_dir, self.local_history)
         msg = (f"{cause}; this run's verdicts go to {self.local_history} instead, nothing measured is lost "
                f"(move them with: perfgate history --history URL --import {self.local_history})")
         warnings.warn(f"perfgate: {msg}", stacklevel=3)

@@ -37,6 +37,9 @@ def test_a_second_runner_compares_with_the_first_through_postgres(
     b = run_pytest(second, "--perfgate-baseline", "latest", ttft=0.150)
     assert b.returncode == 1, b.stdout[-3000:]
     assert "REGRESSED beyond the 10% regression tolerance" in b.stdout  # the first run's data, from the database
+    report = (second / "perfgate-results" / "report.html").read_text()
+    assert "<h2>Trend</h2>" in report and "2 stored runs" in report  # the trend over both runners' runs
+    assert "baseline run <code>" in report  # the first run's requests overlaid, from the fetched data file
     monkeypatch.delenv("PERFGATE_HISTORY")
 
     elsewhere = tmp_path / "laptop"  # a third place re-evaluates both runs from the database alone
