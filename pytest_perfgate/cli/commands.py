@@ -164,7 +164,7 @@ def _history_at(ns: argparse.Namespace) -> Any:
     except CommandError:
         pass  # no usable thresholds file: no setting from it
     try:
-        return choose(getattr(ns, "history", None), setting, Path(ns.results), base=base)
+        return choose(getattr(ns, "history", None), setting, Path(ns.results), base=base, option_name="--history")
     except HistoryError as e:
         raise CommandError(str(e), USAGE) from None
 
@@ -218,6 +218,7 @@ def _history(ns: argparse.Namespace) -> int:
 
 def _transfer(ns: argparse.Namespace, at: Any) -> int:
     """``--export DEST``: this history's runs into DEST; ``--import SRC``: SRC's runs into this history."""
+    from ..store import history
     from ..store.backend import check_location, errors, label
     from ..store.transfer import copy
 
@@ -226,6 +227,8 @@ def _transfer(ns: argparse.Namespace, at: Any) -> int:
     try:
         other = check_location(ns.export_to or ns.import_from, "--export" if ns.export_to else "--import")
         src, dst = (at, other) if ns.export_to else (other, at)
+        if ns.import_from and not history.exists(src):
+            raise CommandError(f"--import {label(src)}: no run history there (nothing to import)")
         _history_path(ns.results, src)  # a missing source file is named as such
         done = copy(src, dst)
     except errors() as e:

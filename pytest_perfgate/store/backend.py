@@ -80,12 +80,12 @@ def check_location(loc: Location, where: str) -> Location:
 
 
 def choose(option: str | None, setting: str | None, out_dir: Path, base: Path | None = None,
-           env: Mapping[str, str] | None = None) -> Location:
+           env: Mapping[str, str] | None = None, option_name: str = "--perfgate-history") -> Location:
     """The history of a session: ``option`` (--perfgate-history), else ``$PERFGATE_HISTORY``, else
     ``setting`` ([perfgate] history, a relative path taken from ``base``: the thresholds file's
     folder), else ``out_dir/history.sqlite``."""
     env = os.environ if env is None else env
-    for value, where, root in ((option, "--perfgate-history", Path.cwd()), (env.get(ENV), ENV, Path.cwd()),
+    for value, where, root in ((option, option_name, Path.cwd()), (env.get(ENV), ENV, Path.cwd()),
                                (setting, "[perfgate] history", base or Path.cwd())):
         if value:
             loc = check_location(value.strip(), where)

@@ -231,3 +231,26 @@ def test_the_thresholds_file_setting_is_checked_when_loaded() -> None:
         with pytest.raises(ConfigError, match=match) as e:
             parse_thresholds({"perfgate": {"history": bad}}, Path("t.toml"))
         assert "pw" not in str(e.value)
+
+
+def test_the_history_commands_name_what_is_wrong_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_perfgate.cli import main
+
+    unreachable = "postgresql://u:sekrit@127.0.0.1:1/db?connect_timeout=3"
+    cases = (
+        (["history", "--history", unreachable], 3, "perfgate: postgresql://u:***@127.0.0.1:1/db?connect_timeout=3: "
+         "cannot open the PostgreSQL history (connection failed:"),
+        (["history", "--history", "redis://u:sekrit@h/0"], 2,
+         "perfgate: --history redis://u:***@h/0: not a history location"),
+        (["history", "--history", str(tmp_path / "h.sqlite"), "--import", str(tmp_path / "none.sqlite")], 3,
+         f"perfgate: --import {tmp_path / 'none.sqlite'}: no run history there (nothing to import)"),
+        (["history", "--results", str(tmp_path), "--export", unreachable], 3,
+         f"perfgate: {tmp_path / 'history.sqlite'}: no run history"),
+        (["history", "--history", unreachable, "--export", "a.sqlite", "--import", "b.sqlite"], 2,
+         "perfgate: give --export or --import, not both"),
+    )
+    for args, code, start in cases:
+        capsys.readouterr()
+        assert main(args) == code, args
+        err = capsys.readouterr().err
+        assert err.startswith(start) and err.count("\n") == 1 and "sekrit" not in err, err
