@@ -17,6 +17,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from .gate_runs import Inputs, plan, read_inputs
@@ -85,7 +86,7 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
         return [], [], []
     out.mkdir(parents=True, exist_ok=True)
     st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
-    live = live_store(baseline, st, Path.cwd())
+    live = live_store(st, Path.cwd(), SimpleNamespace(perfgate_baseline=baseline))
     started = now_iso()
     verdicts = []
     for g, data, label in todo:
@@ -105,7 +106,7 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     written = write_all(doc, out, phases=phases, inconclusive=st.inconclusive, final=True)
     from ..store import history
 
-    return verdicts, st.all_verdicts(), [out / "decisions.json", *written, history.path_of(out)]
+    return verdicts, st.all_verdicts(), [out / "decisions.json", *written, *([] if live.shared else [history.path_of(out)])]
 
 
 def _runs(data: Any) -> list[Any]:

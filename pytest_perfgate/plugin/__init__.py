@@ -93,13 +93,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = st
     config.stash[RUNS] = Runs()
     try:  # data files, history and baseline of this session (store/live.py)
-        config.stash[LIVE] = startup.live_store(config.option.perfgate_baseline, st, config.invocation_params.dir,
-                                                config.option.perfgate_history)
+        config.stash[LIVE] = startup.live_store(st, config.invocation_params.dir, config.option)
     except ValueError as e:  # a --perfgate-baseline or history location that names nothing usable
         raise pytest.UsageError(f"perfgate: {e}") from None
     if _rank(config).writes:  # under torchrun/srun only rank 0 evaluates gates and writes results
-        if not hasattr(config, "workerinput") and not config.option.collectonly:
-            config.stash[LIVE].open_history()  # a shared history that fails: the local file, said now
         rec = Recorder(st, config.stash[LIVE], is_worker=hasattr(config, "workerinput"), warning=pytest.PytestWarning)
         config.pluginmanager.register(rec, "perfgate-recorder")
     startup.install_sigterm(config.add_cleanup)

@@ -53,6 +53,8 @@ class Recorder:
     def pytest_sessionstart(self, session: Any) -> None:
         if self.st.recorded_error:
             warnings.warn(self.warning(f"perfgate: {self.st.recorded_error}"), stacklevel=1)
+        if not self.is_worker:  # a shared history that cannot be opened: the local file from now on, said now
+            self.live.open_history()
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         st = self.st
