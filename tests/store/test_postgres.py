@@ -254,3 +254,41 @@ def test_the_history_commands_name_what_is_wrong_in_one_line(tmp_path: Path, cap
         assert main(args) == code, args
         err = capsys.readouterr().err
         assert err.startswith(start) and err.count("\n") == 1 and "sekrit" not in err, err
+
+
+def test_a_shared_history_failing_half_way_leaves_the_whole_run_in_the_local_file(tmp_path: Path, th: Any) -> None:
+    """Written to a shared history (here a file elsewhere: no server needed) until it breaks; then the
+    results directory's history.sqlite gets every verdict of the run, the session's error says where,
+    and an import makes the shared history whole again (nothing twice)."""
+    import warnings
+
+    from pytest_perfgate.store.live import LiveStore
+
+    out, shared = tmp_path / "perfgate-results", tmp_path / "shared" / "h.sqlite"
+    live = LiveStore(out, th, "20260101T000000Z-abcdef", history_at=shared)
+    (out / "samples" / live.run_id).mkdir(parents=True)
+    (out / "samples" / live.run_id / "0000-ttft.jsonl.gz").write_bytes(b"gz")
+    assert live.shared and backend.history_of(out) == shared
+    meta: dict[str, Any] = dict(started="2026-01-01T00:00:00", commit="c1", engines=[])
+    vs = [_v("ttft", 0.2, f"samples/{live.run_id}/0000-ttft.jsonl.gz")]
+    assert live.record_history(vs, **meta) == 1
+    assert history.files(shared, live.run_id) == {f"samples/{live.run_id}/0000-ttft.jsonl.gz": b"gz"}
+    shared.unlink()
+    shared.mkdir()  # the shared history is gone: a folder where the file was
+    vs += [_v("itl", 0.01), _v("tpot", 0.02)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        live.record_history(vs, **meta)
+    assert [r["gate"] for r in history.verdicts(out / "history.sqlite")] == ["ttft", "itl", "tpot"]
+    assert [r["seq"] for r in history.verdicts(out / "history.sqlite")] == [0, 1, 2]
+    (msg,) = live.errors
+    assert msg.startswith(f"{shared}: not a usable SQLite history") and "nothing measured is lost" in msg
+    assert f"--import {out / 'history.sqlite'}" in msg and len(caught) == 1
+    assert backend.history_of(out) == out / "history.sqlite"  # the report's trend reads the local file now
+    vs.append(_v("e2e", 1.0))
+    assert live.record_history(vs, **meta) == 1 and len(live.errors) == 1  # given up once, not retried
+    shared.rmdir()
+    history.record(shared, verdicts=[(0, vs[0])], **_meta(live.run_id))
+    got = copy(out / "history.sqlite", shared)
+    assert (got.runs, got.verdicts, got.files) == (0, 3, 1)  # the run made whole, its data file too
+    assert [r["gate"] for r in history.verdicts(shared)] == ["ttft", "itl", "tpot", "e2e"]
