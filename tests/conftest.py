@@ -22,6 +22,9 @@ os.environ.setdefault("PERFGATE_CACHE", str(default_cache_dir()))
 # pytester sessions here that select phase1 but measure a scripted engine would each pay a 13-s
 # import of vLLM on the other core for nothing. Tests of real phase runs turn it back on.
 os.environ.setdefault("PERFGATE_PREWARM", "0")
+# A shared run history set in the environment (store/backend.py) would send every test session's
+# verdicts there; the tests of it pass their own (tests/postgres_history.py: $PERFGATE_TEST_POSTGRES).
+os.environ.pop("PERFGATE_HISTORY", None)
 
 # An in-process pytester run (runpytest / inline_run) puts sys.modules back as it was before the run,
 # so a library first imported inside the run is dropped afterwards. A C extension cannot be dropped:
@@ -96,3 +99,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for nodeid in SIGINT_LEFT_IGNORED:
         terminalreporter.write_line(f"note: {nodeid} left SIGINT ignored; restored for the tests after it")
+    from postgres_history import NO_SERVER, SKIPPED  # the PostgreSQL history tests that could not run
+
+    if SKIPPED:
+        terminalreporter.write_line(f"{NO_SERVER}: {len(SKIPPED)} tests skipped", red=True, bold=True)

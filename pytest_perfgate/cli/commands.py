@@ -162,24 +162,50 @@ def _show(ns: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- history
-def _history_path(results: str) -> Path:
-    from ..store import history
+def _history_at(ns: argparse.Namespace) -> Any:
+    """The history a command reads: ``--history``, else ``$PERFGATE_HISTORY``, else ``[perfgate]
+    history`` of the thresholds file (``--thresholds``, else ./thresholds.toml, when it loads), else
+    the results directory's history.sqlite (store/backend.py)."""
+    from ..store.backend import HistoryError, choose
 
-    p = history.path_of(Path(results))
-    if not p.exists():
-        raise CommandError(f"{p}: no run history (no perfgate run has written {results})")
+    setting, base = None, None
+    try:
+        th = _thresholds(getattr(ns, "thresholds", None))
+        setting, base = th.settings.history, Path(th.path).parent
+    except CommandError:
+        pass  # no usable thresholds file: no setting from it
+    try:
+        return choose(getattr(ns, "history", None), setting, Path(ns.results), base=base, option_name="--history")
+    except HistoryError as e:
+        raise CommandError(str(e), USAGE) from None
+
+
+def _history_path(results: str, at: Any = None) -> Any:
+    from ..store import history
+    from ..store.backend import label
+
+    p = history.path_of(Path(results)) if at is None else at
+    if not history.exists(p):
+        raise CommandError(f"{label(p)}: no run history (no perfgate run has written {results})")
     return p
 
 
 def _history(ns: argparse.Namespace) -> int:
     from ..store import history
+    from ..store.backend import errors
     from ..store.export import export
 
+    at = _history_at(ns)
     if ns.changes:  # change points over commits (history_changes.py)
         from .history_changes import changes
 
-        return _guarded(changes, ns, _history_path(ns.results))
-    rows = history.verdicts(_history_path(ns.results), gate=ns.gate, limit=ns.limit)
+        return _guarded(changes, ns, _history_path(ns.results, at))
+    if ns.export_to or ns.import_from:
+        return _transfer(ns, at)
+    try:
+        rows = history.verdicts(_history_path(ns.results, at), gate=ns.gate, limit=ns.limit)
+    except errors() as e:
+        raise CommandError(str(e)) from None
     if ns.gate and not rows:
         raise CommandError(f"no stored verdict of gate {ns.gate!r} in {ns.results}")
     fmt = "json" if ns.json else ns.format
@@ -189,7 +215,9 @@ def _history(ns: argparse.Namespace) -> int:
         _print_json(export(fmt, vs))
         return OK
     if fmt == "json":
-        _print_json({"results": ns.results, "verdicts": [
+        from ..store.backend import label
+
+        _print_json({"results": ns.results, "history": label(at), "verdicts": [
             {k: r[k] for k in ("run_id", "started", "git_commit", "time", "phase", "gate", "test", "outcome", "observed",
                                "lower", "upper", "n", "unit", "threshold", "direction", "method", "confidence", "samples")}
             for r in rows]})
@@ -203,26 +231,55 @@ def _history(ns: argparse.Namespace) -> int:
     return OK
 
 
-# ---------------------------------------------------------------- evaluate, diff
-def _run_verdict(results: str, run_ref: str, gate: str, *, errors: bool = False) -> dict[str, Any]:
+def _transfer(ns: argparse.Namespace, at: Any) -> int:
+    """``--export DEST``: this history's runs into DEST; ``--import SRC``: SRC's runs into this history."""
     from ..store import history
+    from ..store.backend import check_location, errors, label
+    from ..store.transfer import copy
+
+    if ns.export_to and ns.import_from:
+        raise CommandError("give --export or --import, not both", USAGE)
+    try:
+        other = check_location(ns.export_to or ns.import_from, "--export" if ns.export_to else "--import")
+        src, dst = (at, other) if ns.export_to else (other, at)
+        if ns.import_from and not history.exists(src):
+            raise CommandError(f"--import {label(src)}: no run history there (nothing to import)")
+        _history_path(ns.results, src)  # a missing source file is named as such
+        done = copy(src, dst)
+    except errors() as e:
+        raise CommandError(str(e)) from None
+    if ns.json:
+        _print_json({"from": label(src), "to": label(dst), **done.to_dict()})
+    else:
+        print(f"{label(src)} -> {label(dst)}: {done.seen_runs} runs read, {done.runs} new runs, "
+              f"{done.verdicts} verdicts and {done.files} data files ({done.bytes / 1e6:.1f} MB) added")
+    return OK
+
+
+# ---------------------------------------------------------------- evaluate, diff
+def _run_verdict(results: str, run_ref: str, gate: str, *, errors: bool = False, at: Any = None) -> dict[str, Any]:
+    from ..store import history
+    from ..store.backend import label
     from ..store.baseline import find, resolve
 
-    db = _history_path(results)
+    db = _history_path(results, at)
     try:
-        ref = resolve(run_ref, Path(results), Path.cwd())
-    except history.HistoryError as e:
+        ref = resolve(run_ref, Path(results), Path.cwd(), db)
+        row = find(ref, gate, errors=errors)
+        if row is not None and ref.results is not None and row["samples"] \
+                and not (ref.results_dir / row["samples"]).exists():  # a shared history: its data files here
+            history.materialize(ref.db, row["run_id"], ref.results_dir)
+    except (history.HistoryError, OSError) as e:
         raise CommandError(str(e).replace("--perfgate-baseline", "run")) from None
-    row = find(ref, gate, errors=errors)
     if row is None:
-        raise CommandError(f"no stored data of gate {gate!r} for {ref.label} in {db}")
-    return {**row, "results_dir": str(ref.results_dir)}
+        raise CommandError(f"no stored data of gate {gate!r} for {ref.label} in {label(db)}")
+    return {**row, "results_dir": str(ref.results_dir), "history_at": ref.db}
 
 
 def _stored_thresholds(ns: argparse.Namespace, row: Mapping[str, Any]) -> Any:
     from ..store import history
 
-    run = history.run(history.path_of(Path(row["results_dir"])), row["run_id"])
+    run = history.run(row.get("history_at") or history.path_of(Path(row["results_dir"])), row["run_id"])
     th = _thresholds(ns.thresholds, run.thresholds_file)
     if run.thresholds_sha256 and th.sha256 != run.thresholds_sha256:
         print(f"perfgate: note: {th.path} changed since run {run.run_id} (sha256 differs); using it as it is now",
@@ -233,7 +290,8 @@ def _stored_thresholds(ns: argparse.Namespace, row: Mapping[str, Any]) -> Any:
 def _evaluate(ns: argparse.Namespace) -> int:
     from ..store.records import StoreError, load, reevaluate, same_verdict
 
-    row = _run_verdict(ns.results, ns.run, ns.gate, errors=True)
+    at = _history_at(ns)
+    row = _run_verdict(ns.results, ns.run, ns.gate, errors=True, at=at)
     th = _stored_thresholds(ns, row)
     try:
         stored = load(Path(row["results_dir"]) / row["samples"])
@@ -248,7 +306,7 @@ def _evaluate(ns: argparse.Namespace) -> int:
         from ..store.baseline import apply, compare
         from ..verdicts.rules import resolve_confidence
 
-        base = _run_verdict(ns.results, vs_base.baseline_run, ns.gate)
+        base = _run_verdict(ns.results, vs_base.baseline_run, ns.gate, at=at)
         c = resolve_confidence(gate, th, stored.confidence)
         cmp = compare(gate, stored.data, load(Path(base["results_dir"]) / base["samples"]).data, confidence=c,
                       thresholds=th, baseline_run=base["run_id"], baseline_label=vs_base.baseline_label)
@@ -282,14 +340,15 @@ def _diff(ns: argparse.Namespace) -> int:
     from ..store import history
     from ..verdicts.rules import resolve_confidence
 
-    db = _history_path(ns.results)
+    at = _history_at(ns)
+    db = _history_path(ns.results, at)
     gates = [ns.gate] if ns.gate else sorted({r["gate"] for r in history.verdicts(db)})
     out: list[dict[str, Any]] = []
     th = None
     for g in gates:
         try:
-            a = _run_verdict(ns.results, ns.a, g)
-            b = _run_verdict(ns.results, ns.b, g)
+            a = _run_verdict(ns.results, ns.a, g, at=at)
+            b = _run_verdict(ns.results, ns.b, g, at=at)
         except CommandError:
             if ns.gate:
                 raise
@@ -327,14 +386,18 @@ def _guarded(func: Any, ns: argparse.Namespace, db: Path) -> int:
 
 
 def _report(ns: argparse.Namespace) -> int:
+    from ..store.backend import use
     from ..writers import write_all
 
+    # the history read: --history-from (here --history names the trend site's folder)
+    at = _history_at(argparse.Namespace(**{**vars(ns), "history": ns.history_from}))
     if ns.history:  # the trend site of the history (history_changes.py)
         from .history_changes import site
 
-        return _guarded(site, ns, _history_path(ns.results))
+        return _guarded(site, ns, _history_path(ns.results, at))
     doc = _decisions(ns.results)
     out = Path(ns.results)
+    use(out, at)  # the trend plots read the history the runs went to
     # every writer (built in and entry points), report.html with its plots
     written = write_all(doc, out, inconclusive=ns.inconclusive, final=True)
     if ns.json:
@@ -385,6 +448,10 @@ def add_commands(sub: Any) -> None:
     p = cmd("history", "stored verdicts over time, or export them for dashboards", _history)
     p.add_argument("gate", nargs="?", default=None, help="only this gate")
     p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
+    p.add_argument("--history", default=None, metavar="URL|PATH",
+                   help="the history: a postgresql:// URL or a SQLite file (default: $PERFGATE_HISTORY, else "
+                   "[perfgate] history, else history.sqlite in the results directory)")
+    p.add_argument("--thresholds", default=None, help="thresholds file whose [perfgate] history to read (default: ./thresholds.toml)")
     p.add_argument("--limit", type=int, default=None, help="the last N verdicts")
     p.add_argument("--format", choices=("table", "json", "bencher", "github-smaller", "github-bigger"), default="table",
                    help="bencher: Bencher Metric Format; github-smaller/-bigger: github-action-benchmark "
@@ -393,11 +460,19 @@ def add_commands(sub: Any) -> None:
     _trend_options(p)
     p.add_argument("--changes", action="store_true", help="change points of each gate over commits on a branch "
                    "(last commit before, first after, size with its interval, confidence)")
+    p.add_argument("--export", dest="export_to", metavar="DEST", default=None,
+                   help="copy every run (verdicts and data files) into DEST: a postgresql:// URL or a SQLite file")
+    p.add_argument("--import", dest="import_from", metavar="SRC", default=None,
+                   help="copy every run of SRC (a postgresql:// URL, a SQLite file, a results directory's "
+                   "history.sqlite with its data files) into this history")
     p = cmd("evaluate", "re-evaluate a gate from a run's stored data (no engine); exit 0 pass, 1 otherwise", _evaluate)
     p.add_argument("run", help="run id (or unique prefix), 'latest', a git ref, or a results directory")
     p.add_argument("gate", help="gate name")
     p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--thresholds", default=None, help="thresholds file (default: the run's, else ./thresholds.toml)")
+    p.add_argument("--history", default=None, metavar="URL|PATH",
+                   help="the history: a postgresql:// URL or a SQLite file (default: $PERFGATE_HISTORY, else "
+                   "[perfgate] history, else history.sqlite in the results directory)")
     p = cmd("diff", "compare run B with run A per gate (exact bound on the ratio); exit 1 on a regression", _diff)
     p.add_argument("a", help="baseline run: run id, 'latest', a git ref, or a results directory")
     p.add_argument("b", help="the run compared with A")
@@ -406,11 +481,17 @@ def add_commands(sub: Any) -> None:
                    "(default: each gate's `regression`, else 0)")
     p.add_argument("--results", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--thresholds", default=None, help="thresholds file (default: run B's, else ./thresholds.toml)")
+    p.add_argument("--history", default=None, metavar="URL|PATH",
+                   help="the history: a postgresql:// URL or a SQLite file (default: $PERFGATE_HISTORY, else "
+                   "[perfgate] history, else history.sqlite in the results directory)")
     p = cmd("report", "rebuild report.html, summary.md, gates.xml (and every added writer's report) from the stored results", _report)
     p.add_argument("results", nargs="?", default=DEFAULT_RESULTS, help=f"results directory (default: {DEFAULT_RESULTS})")
     p.add_argument("--inconclusive", choices=("fail", "warn"), default="fail")
     p.add_argument("--history", metavar="DIR", default=None, help="write the trend site instead: a page per gate "
                    "with every run over commits, its bounds, the threshold and the change points, per branch")
+    p.add_argument("--history-from", dest="history_from", default=None, metavar="URL|PATH",
+                   help="the history the trend plots and the trend site read (default: $PERFGATE_HISTORY, else "
+                   "[perfgate] history of ./thresholds.toml, else history.sqlite in the results directory)")
     _trend_options(p)
 
 

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ..runtime.redaction import printable
@@ -112,7 +113,7 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     if not todo:
         return [], [], done
     st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
-    live = live_store(baseline, st, Path.cwd())
+    live = live_store(st, Path.cwd(), SimpleNamespace(perfgate_baseline=baseline))
     started = now_iso()
     verdicts = []
     for g, data, label in todo:
@@ -134,7 +135,8 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     kept: list[Path] = []
     try:
         live.record_history(st.all_verdicts(), started=started, commit=st.commit, engines=[])
-        kept.append(history.path_of(out))
+        if not live.shared:
+            kept.append(history.path_of(out))
     except (OSError, ValueError, sqlite3.Error) as e:
         done.errors.append(_failed(history.path_of(out), e))
     from ..writers import write_all

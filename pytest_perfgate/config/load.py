@@ -14,7 +14,8 @@ from .gate import parse_gate
 from .model import ConfigError, EngineSpec, Fallback, Gate, Phase, Settings, Thresholds
 
 _TOP_KEYS = {"perfgate", "phases", "fallbacks", "gates", "engines", "params", "hardware", "models"}
-_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate", "validity", "workers"}
+_SETTINGS_KEYS = {"confidence", "inconclusive", "max_samples", "max_seconds", "max_error_rate", "validity", "workers",
+                  "history"}
 _PHASE_KEYS = {"title", "depends_on", "description"}
 _FALLBACK_KEYS = {"title", "cost", "doc", "description"}
 MAX_DEPTH = 32  # arrays / tables nested deeper than this are refused (a real roadmap nests 3 or 4)
@@ -101,7 +102,23 @@ def _settings(c: Checker, st: Mapping[str, Any], confidence: float | None) -> Se
     if confidence is not None:
         level = c.confidence(confidence, "perfgate", "confidence (--perfgate-confidence)")
     validity = c.flag(st, "validity", "perfgate") if "validity" in st else True
-    return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate, validity, _workers(c, st))
+    return Settings(level, inconclusive, max_samples, max_seconds, max_error_rate, validity, _workers(c, st),
+                    _history(c, st))
+
+
+def _history(c: Checker, st: Mapping[str, Any]) -> str | None:
+    """[perfgate] history: a ``postgresql://`` URL or a SQLite file path (store/backend.py checks
+    the URL when the session opens it; here only its shape)."""
+    h = st.get("history")
+    if h is None:
+        return None
+    if not isinstance(h, str) or not h.strip():
+        raise c.err("perfgate", "history", f"must be a postgresql:// URL or a SQLite file path, got {h!r}")
+    h = h.strip()
+    if "://" in h and h.split("://", 1)[0].lower() not in ("postgresql", "postgres"):
+        raise c.err("perfgate", "history", f"{h.split('://', 1)[0]}:// is not a history location "
+                    "(a postgresql:// URL or a SQLite file path)")
+    return h
 
 
 _RAY_ADDR = re.compile(r"auto|[A-Za-z0-9_.-]+:[0-9]{1,5}")  # fullmatch: "$" would admit a trailing newline

@@ -31,6 +31,7 @@ class Settings:
     max_error_rate: float = 0.0  # failed requests a run may have before its gates error out
     validity: bool = True  # a run whose client did not keep up makes its timing gates invalid (load/validity.py)
     workers: int | str = 1  # client worker processes of a load run: N or "auto" (load/workers.py)
+    history: str | None = None  # the run history: a postgresql:// URL or a SQLite file (store/backend.py)
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = st
     config.stash[RUNS] = Runs()
     try:  # data files, history and baseline of this session (store/live.py)
-        config.stash[LIVE] = startup.live_store(config.option.perfgate_baseline, st, config.invocation_params.dir)
-    except ValueError as e:  # a --perfgate-baseline that names nothing usable
+        config.stash[LIVE] = startup.live_store(st, config.invocation_params.dir, config.option)
+    except ValueError as e:  # a --perfgate-baseline or history location that names nothing usable
         raise pytest.UsageError(f"perfgate: {e}") from None
     if _rank(config).writes:  # under torchrun/srun only rank 0 evaluates gates and writes results
         rec = Recorder(st, config.stash[LIVE], is_worker=hasattr(config, "workerinput"), warning=pytest.PytestWarning)

@@ -29,6 +29,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate-baseline", metavar="REF", default=None,
                     help="compare every gate with a baseline: a results directory or history.sqlite, 'latest', "
                     "a run id, or a git ref; gates with a `regression` tolerance fail when they regressed beyond it")
+    group.addoption("--perfgate-history", metavar="URL|PATH", default=None,
+                    help="the run history: a postgresql://USER@HOST/DB URL (runs, verdicts and their data files; "
+                    "outlives the CI runner) or a SQLite file (default: $PERFGATE_HISTORY, else [perfgate] history, "
+                    "else history.sqlite in the results directory)")
     group.addoption("--perfgate-strict-feasibility", action="store_true", default=False,
                     help="a gate whose threshold is below its physical floor on the engine's hardware is a usage "
                     "error before anything is measured (default: a warning; see `perfgate check`)")

@@ -8,7 +8,6 @@ not import pytest: the plugin hands it the session state, the live store and the
 
 from __future__ import annotations
 
-import sqlite3
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +53,8 @@ class Recorder:
     def pytest_sessionstart(self, session: Any) -> None:
         if self.st.recorded_error:
             warnings.warn(self.warning(f"perfgate: {self.st.recorded_error}"), stacklevel=1)
+        if not self.is_worker:  # a shared history that cannot be opened: the local file from now on, said now
+            self.live.open_history()
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         st = self.st
@@ -118,11 +119,14 @@ class Recorder:
             self.write_errors.append(msg)
 
     def _history(self) -> None:
-        """Append this run's new verdicts to history.sqlite (store/history.py)."""
+        """Append this run's new verdicts to the run history (history.sqlite, or the shared history:
+        store/live.py, store/history.py)."""
+        from ..store.backend import errors
+
         try:
             self.live.record_history(self.st.all_verdicts(), started=self.started, commit=self.st.commit,
                                      engines=list(self.st.engines.values()))
-        except (OSError, ValueError, sqlite3.Error) as e:  # the session fails at its end
+        except errors() as e:  # the session fails at its end
             from ..store.history import path_of
 
             warnings.warn(f"perfgate: could not append to the run history in {self.st.out_dir}: {e}", stacklevel=1)

@@ -16,14 +16,19 @@ def atomic_write_text(path: Path, text: str, root: Path | None = None) -> Path:
     ``path`` is replaced, never written through; ``root``: the results folder ``path`` is in, whose
     folders below it must not be links (:func:`.links.check`).
     """
+    return atomic_write_bytes(path, text.encode("utf-8"), root)
+
+
+def atomic_write_bytes(path: Path, data: bytes, root: Path | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically (as :func:`atomic_write_text`)."""
     path = Path(path)
     if root is not None:
         check(path.parent, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)

@@ -313,11 +313,17 @@ def prewarm(th: Thresholds, default: str | None, aliases: Mapping[str, str], mar
     return EngineManager(th.engines, dict(aliases)).prewarm(names, output)
 
 
-def live_store(baseline: str | None, st: RunState, invocation_dir: Path) -> LiveStore:
-    """The session's data files, history and baseline (store/live.py); ``baseline``: the
-    ``--perfgate-baseline`` value. A value naming nothing usable raises ValueError (HistoryError)."""
+def live_store(st: RunState, invocation_dir: Path, options: Any) -> LiveStore:
+    """The session's data files, history and baseline (store/live.py); ``options``: pytest's, whose
+    ``perfgate_baseline`` is the ``--perfgate-baseline`` value and ``perfgate_history`` the
+    ``--perfgate-history`` one (else ``$PERFGATE_HISTORY``, else ``[perfgate] history``, else the
+    results directory's history.sqlite). A value naming nothing usable raises ValueError (HistoryError)."""
+    from ..store.backend import choose
     from ..store.baseline import resolve
     from ..store.live import LiveStore
 
-    ref = resolve(baseline, st.out_dir, invocation_dir) if baseline else None
-    return LiveStore(st.out_dir, st.thresholds, st.run_id, ref)
+    baseline = getattr(options, "perfgate_baseline", None)
+    at = choose(getattr(options, "perfgate_history", None), st.thresholds.settings.history, st.out_dir,
+                base=Path(st.thresholds.path).parent)
+    ref = resolve(baseline, st.out_dir, invocation_dir, at) if baseline else None
+    return LiveStore(st.out_dir, st.thresholds, st.run_id, ref, history_at=at)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import history
+from . import backend, history
 
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
@@ -48,18 +48,21 @@ def smaller_is_better(gate: Gate) -> bool:
 
 @dataclass(frozen=True)
 class BaselineRef:
-    """Where baseline verdicts come from: a history file, optionally one run or one git commit."""
+    """Where baseline verdicts come from: a history (file or URL), optionally one run or one git commit.
+    ``results``: where its data files are read, for a shared history (fetched there from the history
+    when missing: :func:`history.materialize`); else the history file's folder."""
 
-    db: Path
+    db: history.Location
     label: str
     run_id: str | None = None
     commit: str | None = None
     branch: str | None = None  # a git branch: its recent runs with run effects (store/mergegate.py)
     cwd: Path | None = None  # the repository the branch is read in
+    results: Path | None = None
 
     @property
     def results_dir(self) -> Path:
-        return self.db.parent
+        return self.results if self.results is not None else Path(self.db).parent
 
 
 def _git_commit(ref: str, cwd: Path) -> str | None:
@@ -78,48 +81,59 @@ def _is_branch(ref: str, cwd: Path) -> bool:
     return is_branch(ref, cwd)
 
 
-def resolve(ref: str, results_dir: Path, cwd: Path) -> BaselineRef:
+def resolve(ref: str, results_dir: Path, cwd: Path, history_at: history.Location | None = None) -> BaselineRef:
     """``REF``: a results directory or history file, ``latest``, a run id (or unique prefix) in this
-    results directory's history, a git branch (its recent runs: :mod:`.mergegate`), or another git ref
+    results directory's history (or in ``history_at``, the session's shared history), a git branch
+    (its recent runs: :mod:`.mergegate`), or another git ref
     (the latest run recorded at that commit)."""
     ref = ref.strip()
     if not ref:
         raise history.HistoryError("--perfgate-baseline: empty reference")
     given = Path(ref) if Path(ref).is_absolute() else Path(cwd) / ref
     if ref != "latest" and given.exists():
-        db = history.path_of(given)
-        if not db.exists():
-            raise history.HistoryError(f"--perfgate-baseline {ref}: {db} does not exist (not a perfgate results directory)")
-        return BaselineRef(db, f"{ref} (latest run there)")
-    db = history.path_of(results_dir)
+        file = history.path_of(given)
+        if not file.exists():
+            raise history.HistoryError(f"--perfgate-baseline {ref}: {file} does not exist (not a perfgate results directory)")
+        return BaselineRef(file, f"{ref} (latest run there)")
+    local = history.path_of(results_dir)
+    shared = history_at is not None and history_at != local
+    db: history.Location = history_at if shared and history_at is not None else local
+    at, results = backend.label(db), (Path(results_dir) if shared else None)
+    if shared and backend.is_url(db):
+        _reachable(db)  # a baseline from a history that cannot be opened: said before anything is measured
     if ref == "latest":
-        if not db.exists():
-            raise history.HistoryError(f"--perfgate-baseline latest: no run history yet in {db}")
-        return BaselineRef(db, "latest run")
-    if db.exists():
+        if not history.exists(db):
+            raise history.HistoryError(f"--perfgate-baseline latest: no run history yet in {at}")
+        return BaselineRef(db, "latest run", results=results)
+    if history.exists(db):
         try:
             r = history.run(db, ref)
-            return BaselineRef(db, f"run {r.run_id}", run_id=r.run_id)
+            return BaselineRef(db, f"run {r.run_id}", run_id=r.run_id, results=results)
         except history.HistoryError:
             pass
     sha = _git_commit(ref, cwd)
     if sha is None and "/" not in ref and _is_branch(ref, cwd):  # a CI checkout: main only as origin/main
         sha = _git_commit(f"origin/{ref}", cwd)
     if sha is not None:
-        if not db.exists():
-            raise history.HistoryError(f"--perfgate-baseline {ref}: commit {sha[:12]} but no run history in {db}")
+        if not history.exists(db):
+            raise history.HistoryError(f"--perfgate-baseline {ref}: commit {sha[:12]} but no run history in {at}")
         if _is_branch(ref, cwd):  # main: its recent runs, not one (a merge gate with run effects)
-            return BaselineRef(db, f"branch {ref}", commit=sha, branch=ref, cwd=Path(cwd))
-        return BaselineRef(db, f"git {ref} ({sha[:12]})", commit=sha)
+            return BaselineRef(db, f"branch {ref}", commit=sha, branch=ref, cwd=Path(cwd), results=results)
+        return BaselineRef(db, f"git {ref} ({sha[:12]})", commit=sha, results=results)
     raise history.HistoryError(
         f"--perfgate-baseline {ref}: not a results directory or history file, not 'latest', "
-        f"not a run id in {db}, and not a git ref")
+        f"not a run id in {at}, and not a git ref")
+
+
+def _reachable(db: history.Location) -> None:
+    """A history that cannot be opened is that error, not "no such run"."""
+    backend.open_history(db, create=False).close()
 
 
 def find(ref: BaselineRef, gate: str, exclude_run: str | None = None, *, errors: bool = False) -> dict[str, Any] | None:
     """The latest stored verdict row of ``gate`` under ``ref`` that has data (not an error or invalid, unless
     ``errors``: ``perfgate evaluate`` reaches the data of an errored gate too)."""
-    if not ref.db.exists():
+    if not history.exists(ref.db):
         return None
     rows = history.verdicts(ref.db, run_id=ref.run_id, gate=gate, commit=ref.commit)
     for row in reversed(rows):
@@ -272,7 +286,10 @@ def load_baseline(ref: BaselineRef, gate: str, exclude_run: str | None = None) -
     row = find(ref, gate, exclude_run)
     if row is None:
         return None
-    return row, load(ref.results_dir / row["samples"])
+    path = ref.results_dir / row["samples"]
+    if ref.results is not None and not path.exists():  # a shared history keeps the data files: fetched here
+        history.materialize(ref.db, row["run_id"], ref.results_dir)
+    return row, load(path)
 
 
 def compare_stored(gate: Gate, current: Any, ref: BaselineRef, *, confidence: float,

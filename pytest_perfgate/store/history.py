@@ -19,64 +19,19 @@ import platform
 import socket
 import sqlite3
 import sys
-import time
 from collections.abc import Iterable, Mapping
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ..runtime.links import check
 from ..verdicts.record import VerdictRecord
+from . import backend, migrations
 
-FILENAME = "history.sqlite"
-SIDECARS = ("-wal", "-shm", "-journal")  # SQLite's files beside it
-VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-  run_id TEXT PRIMARY KEY,
-  started TEXT NOT NULL,
-  updated TEXT NOT NULL,
-  git_commit TEXT,
-  host TEXT,
-  python TEXT,
-  thresholds_file TEXT,
-  thresholds_sha256 TEXT,
-  engines TEXT NOT NULL DEFAULT '[]',
-  results_dir TEXT
-);
-CREATE TABLE IF NOT EXISTS verdicts (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  run_id TEXT NOT NULL REFERENCES runs(run_id),
-  seq INTEGER NOT NULL,
-  time TEXT NOT NULL,
-  phase TEXT NOT NULL,
-  gate TEXT NOT NULL,
-  test TEXT,
-  outcome TEXT NOT NULL,
-  metric TEXT,
-  statistic TEXT,
-  observed REAL,
-  lower REAL,
-  upper REAL,
-  n INTEGER,
-  unit TEXT,
-  direction TEXT,
-  threshold REAL,
-  baseline REAL,
-  method TEXT,
-  confidence REAL,
-  samples TEXT,
-  verdict TEXT NOT NULL,
-  UNIQUE (run_id, seq)
-);
-CREATE INDEX IF NOT EXISTS verdicts_gate ON verdicts (gate, id);
-"""
-
-
-class HistoryError(ValueError):
-    """A history file that cannot be opened, or a run/baseline reference that names nothing."""
+FILENAME = backend.FILENAME
+VERSION = migrations.VERSION
+Location = backend.Location  # a history file (Path) or a postgresql:// URL (str)
+HistoryError = backend.HistoryError
+SIDECARS = backend.SIDECARS
 
 
 @dataclass(frozen=True)
@@ -102,51 +57,14 @@ def path_of(results: Path) -> Path:
 
 
 def connect(path: Path, *, create: bool = True) -> sqlite3.Connection:
-    path = Path(path)
-    if not create and not path.exists():
-        raise HistoryError(f"{path}: no run history (no perfgate run has written this results directory)")
-    if create:  # never a database elsewhere through a link (SQLite follows them, its journals too)
-        for p in (path, *(path.with_name(path.name + s) for s in SIDECARS)):
-            check(p, path.parent)
-        path.parent.mkdir(parents=True, exist_ok=True)
-    # Switching a new file to WAL while another process opens it can answer "database is locked" at
-    # once, past the busy handler (SQLite returns BUSY rather than risk a deadlock): try again, for
-    # as long as the busy timeout would have waited (a CI run on a busy machine hit it once)
-    deadline = time.monotonic() + 60.0
-    while True:
-        try:
-            return _open(path, create)
-        except sqlite3.OperationalError as e:
-            if not _busy(e) or time.monotonic() >= deadline:
-                raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
-            time.sleep(0.05)
-        except sqlite3.DatabaseError as e:
-            raise HistoryError(f"{path}: not a usable SQLite history ({e})") from None
+    """The SQLite connection of a history file (created or migrated to the current schema when
+    ``create``); :func:`backend.open_history` opens either kind."""
+    return cast(sqlite3.Connection, backend.open_history(Path(path), create=create).raw)
 
 
-def _busy(e: sqlite3.OperationalError) -> bool:
-    text = str(e).lower()
-    return "locked" in text or "busy" in text
-
-
-def _open(path: Path, create: bool) -> sqlite3.Connection:
-    con = sqlite3.connect(path, timeout=60.0, isolation_level=None)
-    try:
-        con.row_factory = sqlite3.Row
-        con.execute("PRAGMA busy_timeout = 60000")
-        if create:
-            con.execute("PRAGMA journal_mode = WAL")
-            con.execute("PRAGMA synchronous = NORMAL")
-            con.execute("BEGIN IMMEDIATE")
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    con.execute(stmt)
-            con.execute(f"PRAGMA user_version = {VERSION}")
-            con.execute("COMMIT")
-    except BaseException:
-        con.close()
-        raise
-    return con
+def exists(path: Location) -> bool:
+    """A history is there to read: the file exists, or the location is a database URL."""
+    return backend.is_url(path) or Path(path).exists()
 
 
 def host_info() -> str:
@@ -171,7 +89,7 @@ def _finite(x: Any) -> Any:
 
 
 def record(
-    path: Path,
+    path: Location,
     *,
     run_id: str,
     started: str,
@@ -181,70 +99,87 @@ def record(
     engines: Iterable[Mapping[str, Any]],
     verdicts: Iterable[tuple[int, Mapping[str, Any]]],
     results_dir: str | None = None,
+    files: Iterable[tuple[str, bytes]] = (),
 ) -> int:
-    """Insert or update the run and append the verdicts ``(seq, verdict)`` not stored yet (one
+    """Insert or update the run and append the verdicts ``(seq, verdict)`` not stored yet, and the
+    run's data ``files`` ``(path relative to the results directory, gzip bytes)`` not stored yet (one
     transaction). Returns the number of verdict rows added."""
     from .decisions import now_iso
 
     now = now_iso()
-    with closing(connect(path)) as con:
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            con.execute(
-                "INSERT INTO runs (run_id, started, updated, git_commit, host, python, thresholds_file, "
-                "thresholds_sha256, engines, results_dir) VALUES (?,?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(run_id) DO UPDATE SET updated=excluded.updated, engines=excluded.engines",
-                (run_id, started, now, git_commit, host_info(), sys.version.split()[0], thresholds_file,
-                 thresholds_sha256, json.dumps(list(map(dict, engines)), default=str), results_dir),
+    with backend.open_history(path) as con, con.transaction():
+        con.execute(
+            "INSERT INTO runs (run_id, started, updated, git_commit, host, python, thresholds_file, "
+            "thresholds_sha256, engines, results_dir) VALUES (?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT(run_id) DO UPDATE SET updated=excluded.updated, engines=excluded.engines",
+            (run_id, started, now, git_commit, host_info(), sys.version.split()[0], thresholds_file,
+             thresholds_sha256, json.dumps(list(map(dict, engines)), default=str), results_dir),
+        )
+        added = 0
+        for seq, v in verdicts:
+            r = VerdictRecord.read(v)
+            added += con.execute(
+                f"INSERT INTO verdicts ({_VERDICT_COLUMNS}) VALUES ({_marks(_VERDICT_COLUMNS)}) "
+                "ON CONFLICT DO NOTHING",
+                (run_id, seq, now, r.phase, r.gate, r.test or None, r.outcome, r.metric or None,
+                 r.statistic or None, r.observed, r.lower, r.upper, r.n, r.unit or None, r.direction,
+                 r.threshold, r.baseline, r.method or None, r.confidence, r.samples or None,
+                 json.dumps(_finite(dict(v)), default=str, allow_nan=False)),
             )
-            added = 0
-            for seq, v in verdicts:
-                r = VerdictRecord.read(v)
-                cur = con.execute(
-                    "INSERT OR IGNORE INTO verdicts (run_id, seq, time, phase, gate, test, outcome, metric, statistic, "
-                    "observed, lower, upper, n, unit, direction, threshold, baseline, method, confidence, samples, "
-                    "verdict) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (run_id, seq, now, r.phase, r.gate, r.test or None, r.outcome, r.metric or None,
-                     r.statistic or None, r.observed, r.lower, r.upper, r.n, r.unit or None, r.direction,
-                     r.threshold, r.baseline, r.method or None, r.confidence, r.samples or None,
-                     json.dumps(_finite(dict(v)), default=str, allow_nan=False)),
-                )
-                added += cur.rowcount
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        for rel, data in files:
+            _put_file(con, run_id, rel, data)
     return added
 
 
-def _run(row: sqlite3.Row) -> Run:
+_VERDICT_COLUMNS = ("run_id, seq, time, phase, gate, test, outcome, metric, statistic, observed, lower, upper, n, "
+                    "unit, direction, threshold, baseline, method, confidence, samples, verdict")
+_RUN_COLUMNS = "run_id, started, updated, git_commit, host, python, thresholds_file, thresholds_sha256, engines, results_dir"
+
+
+def _marks(columns: str) -> str:
+    return ",".join("?" * len(columns.split(",")))
+
+
+def _put_file(con: backend.Connection, run_id: str, rel: str, data: bytes) -> int:
+    import hashlib
+
+    return con.execute("INSERT INTO files (run_id, path, size, sha256, data) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+                       (run_id, rel, len(data), hashlib.sha256(data).hexdigest(), data))
+
+
+def _run(row: Mapping[str, Any]) -> Run:
     return Run(row["run_id"], row["started"], row["updated"], row["git_commit"], row["host"], row["thresholds_file"],
                row["thresholds_sha256"], json.loads(row["engines"] or "[]"), row["results_dir"])
 
 
-def runs(path: Path, limit: int | None = None) -> list[Run]:
+def _newest(con: backend.Connection) -> str:
+    # SQLite: the insertion order breaks ties of the start time (as before); PostgreSQL: the run id
+    return "started DESC, run_id DESC" if con.postgres else "started DESC, rowid DESC"
+
+
+def runs(path: Location, limit: int | None = None) -> list[Run]:
     """Stored runs, newest first."""
-    with closing(connect(path, create=False)) as con:
-        q = "SELECT * FROM runs ORDER BY started DESC, rowid DESC" + (f" LIMIT {int(limit)}" if limit else "")
-        return [_run(r) for r in con.execute(q)]
+    with backend.open_history(path, create=False) as con:
+        q = f"SELECT * FROM runs ORDER BY {_newest(con)}" + (f" LIMIT {int(limit)}" if limit else "")
+        return [_run(r) for r in con.query(q)]
 
 
-def run(path: Path, run_id: str) -> Run:
-    with closing(connect(path, create=False)) as con:
-        row = con.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
+def run(path: Location, run_id: str) -> Run:
+    with backend.open_history(path, create=False) as con:
+        rows = con.query("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
             # a unique prefix is enough
-            rows = con.execute("SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\'",
-                               (run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",)).fetchall()
+            rows = con.query("SELECT * FROM runs WHERE run_id LIKE ? ESCAPE '\\'",
+                             (run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
             if len(rows) != 1:
-                raise HistoryError(f"{path}: no run {run_id!r}" + (f" ({len(rows)} runs start with it)" if rows else ""))
-            row = rows[0]
-        return _run(row)
+                raise HistoryError(f"{con.label}: no run {run_id!r}" + (f" ({len(rows)} runs start with it)" if rows else ""))
+        return _run(rows[0])
 
 
-def verdicts(path: Path, *, run_id: str | None = None, gate: str | None = None,
+def verdicts(path: Location, *, run_id: str | None = None, gate: str | None = None,
              commit: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """Stored verdict rows (``verdict`` decoded), oldest first; filtered by run, gate, git commit."""
+    """Stored verdict rows (``verdict`` decoded), oldest first (by the run's start, then its
+    verdicts in order: the same order after an export and import); filtered by run, gate, git commit."""
     where, args = [], []
     if run_id is not None:
         where.append("v.run_id = ?")
@@ -256,14 +191,40 @@ def verdicts(path: Path, *, run_id: str | None = None, gate: str | None = None,
         where.append("r.git_commit = ?")
         args.append(commit)
     q = ("SELECT v.*, r.git_commit AS git_commit, r.started AS started FROM verdicts v JOIN runs r USING (run_id)"
-         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY v.id DESC")
+         + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.started DESC, v.run_id DESC, v.seq DESC")
     if limit:
         q += f" LIMIT {int(limit)}"
-    with closing(connect(path, create=False)) as con:
-        rows = con.execute(q, args).fetchall()
+    with backend.open_history(path, create=False) as con:
+        rows = con.query(q, args)
     out = []
-    for r in reversed(rows):
-        d = {k: r[k] for k in r.keys()}
+    for d in reversed(rows):
         d["verdict"] = json.loads(d["verdict"])
         out.append(d)
     return out
+
+
+def files(path: Location, run_id: str) -> dict[str, bytes]:
+    """The data files stored with run ``run_id`` (path relative to the results directory -> gzip
+    bytes); {} for a history without them (the default history.sqlite: they stay beside it)."""
+    with backend.open_history(path, create=False) as con:
+        if not con.table_exists("files"):
+            return {}
+        return {r["path"]: con.blob(r["data"]) for r in con.query("SELECT path, data FROM files WHERE run_id = ?", (run_id,))}
+
+
+def materialize(path: Location, run_id: str, results_dir: Path) -> int:
+    """Write the stored data files of run ``run_id`` that ``results_dir`` lacks (atomically);
+    returns how many were written. A path that would leave ``results_dir`` is refused."""
+    from ..runtime.atomic import atomic_write_bytes
+
+    root = Path(results_dir).resolve()
+    n = 0
+    for rel, data in files(path, run_id).items():
+        dest = (root / rel).resolve()
+        if root not in dest.parents:
+            raise HistoryError(f"{backend.label(path)}: run {run_id}: stored file {rel[:80]!r} is outside the results directory")
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(dest, data)
+            n += 1
+    return n

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import history, records
+from . import backend, history, records
 from .baseline import BaselineRef, apply, compare_stored
 
 if TYPE_CHECKING:
@@ -21,8 +21,15 @@ Hook = Callable[["Verdict", Any, float, Sequence[Any]], "Verdict"]
 
 
 class LiveStore:
-    def __init__(self, out_dir: Path, thresholds: Thresholds, run_id: str, baseline: BaselineRef | None = None) -> None:
+    def __init__(self, out_dir: Path, thresholds: Thresholds, run_id: str, baseline: BaselineRef | None = None,
+                 history_at: history.Location | None = None) -> None:
         self.out_dir = Path(out_dir)
+        self.local_history = history.path_of(self.out_dir)
+        # where the verdicts go: the results directory's history.sqlite, or a shared one (a
+        # postgresql:// URL, another file), which then keeps the run's data files too
+        self.history_at: history.Location = history_at if history_at is not None else self.local_history
+        self.fallback: str | None = None  # why the shared history was given up for the local file
+        backend.use(self.out_dir, self.history_at)
         self.thresholds = thresholds
         self.run_id = run_id
         self.baseline = baseline
@@ -31,6 +38,9 @@ class LiveStore:
         self._stored: set[str] = set()
         self._hist_seq = itertools.count()
         self._branch_refs: dict[str, BaselineRef | None] = {}
+        self._hist_rows: list[tuple[int, Mapping[str, Any]]] = []  # every verdict recorded, with its seq
+        self._written: set[int] = set()  # the seqs the history has (after a fall back: the local file)
+        self._uploaded: set[str] = set()  # data files already in the shared history
         self.errors: list[str] = []  # outputs that could not be written: the session fails at its end
 
     def hook(self, test: str) -> Hook:
@@ -104,18 +114,74 @@ class LiveStore:
         verdict object may be replaced after the store (physical floors) before it is recorded."""
         return self._extras.pop(v.gate, {})
 
+    @property
+    def shared(self) -> bool:
+        """The history is not the results directory's own file (its data files go there too)."""
+        return backend.is_url(self.history_at) or Path(self.history_at) != self.local_history
+
+    def open_history(self) -> None:
+        """Open (create or migrate) the history before anything is measured; a shared history that
+        cannot be opened is given up for the local file at once (:meth:`_give_up`)."""
+        if not self.shared:
+            return
+        try:
+            backend.open_history(self.history_at).close()
+        except backend.errors() as e:
+            self._give_up(e)
+
     def record_history(self, all_verdicts: Iterable[Mapping[str, Any]], *, started: str, commit: str | None,
                        engines: Iterable[Mapping[str, Any]]) -> int:
-        """Append the verdicts not stored yet to ``history.sqlite``; returns how many were added."""
-        new: list[tuple[str, Mapping[str, Any]]] = []
+        """Append the verdicts not stored yet to the history (and, to a shared one, the run's data
+        files not stored yet); returns how many verdicts were added. A shared history that fails is
+        given up for the local history.sqlite, which then gets every verdict of the run."""
         for v in all_verdicts:
             key = json.dumps(v, sort_keys=True, default=str)
-            if key not in self._stored:
-                new.append((key, v))
-        added = history.record(
-            history.path_of(self.out_dir), run_id=self.run_id, started=started, git_commit=commit,
-            thresholds_file=str(self.thresholds.path), thresholds_sha256=self.thresholds.sha256,
-            engines=engines, verdicts=[(next(self._hist_seq), v) for _, v in new], results_dir=str(self.out_dir),
-        )
-        self._stored.update(k for k, _ in new)
+            if key not in self._stored:  # a verdict keeps its seq: a write that failed is retried as it was
+                self._stored.add(key)
+                self._hist_rows.append((next(self._hist_seq), v))
+        meta: dict[str, Any] = dict(run_id=self.run_id, started=started, git_commit=commit,
+                                    thresholds_file=str(self.thresholds.path), thresholds_sha256=self.thresholds.sha256,
+                                    engines=list(engines), results_dir=str(self.out_dir))
+        if self.shared and self.fallback is None:
+            rows = [(s, v) for s, v in self._hist_rows if s not in self._written]
+            files = self._new_files()
+            try:
+                added = history.record(self.history_at, verdicts=rows, files=files.items(), **meta)
+            except backend.errors() as e:
+                self._give_up(e)
+            else:
+                self._uploaded.update(files)
+                self._written.update(s for s, _ in rows)
+                return added
+        rows = [(s, v) for s, v in self._hist_rows if s not in self._written]
+        added = history.record(self.local_history, verdicts=rows, **meta)
+        self._written.update(s for s, _ in rows)
         return added
+
+    def _new_files(self) -> dict[str, bytes]:
+        """This run's data files (``samples/<run>/``, its run files under it) not in the shared history yet."""
+        folder = self.out_dir / records.DIRNAME / records._slug(self.run_id)
+        out: dict[str, bytes] = {}
+        if folder.is_dir():
+            for f in sorted(folder.rglob("*.jsonl.gz")):
+                rel = f.relative_to(self.out_dir).as_posix()
+                if rel not in self._uploaded and f.is_file():
+                    out[rel] = f.read_bytes()
+        return out
+
+    def _give_up(self, e: BaseException) -> None:
+        """The shared history failed: this session writes the local history.sqlite instead, says so
+        once, and fails at its end (the message says how to move the run there)."""
+        where = backend.label(self.history_at)
+        cause = str(e) if isinstance(e, history.HistoryError) else f"{where}: {type(e).__name__}: {e}"
+        from ..runtime.redaction import clean
+
+        cause = clean(cause, limit=400)
+        self.fallback = cause
+        self._written.clear()  # the local file gets the whole run
+        backend.use(self.out_dir, self.local_history)
+        msg = (f"{cause}; this run's verdicts go to {self.local_history} instead, nothing measured is lost "
+               f"(move them with: perfgate history --history URL --import {self.local_history})")
+        warnings.warn(f"perfgate: {msg}", stacklevel=3)
+        if msg not in self.errors:
+            self.errors.append(msg)

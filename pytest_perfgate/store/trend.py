@@ -112,11 +112,11 @@ def _point(row: Mapping[str, Any]) -> Point | None:
                  _real(row.get("confidence")) or 0.95, _real(row.get("threshold")))
 
 
-def gates(db: Path) -> list[str]:
+def gates(db: history.Location) -> list[str]:
     return sorted({str(r["gate"]) for r in history.verdicts(db)})
 
 
-def series(db: Path, gate: str, branch: str = ALL_RUNS, commits: Sequence[str] | None = None) -> Series:
+def series(db: history.Location, gate: str, branch: str = ALL_RUNS, commits: Sequence[str] | None = None) -> Series:
     """The gate's runs on ``branch`` (``commits``: its first-parent SHAs, oldest first; None: every
     run, by start time), the last verdict of each run, in commit order then start time."""
     rows = history.verdicts(db, gate=gate)
@@ -142,7 +142,7 @@ def with_changes(s: Series, *, alpha: float = ALPHA, seed: int = 0) -> Series:
                   tuple(detect(est, alpha=alpha, seed=seed)))
 
 
-def branch_series(db: Path, gate: str, branches: Sequence[str], cwd: Path, *, alpha: float = ALPHA) -> list[Series]:
+def branch_series(db: history.Location, gate: str, branches: Sequence[str], cwd: Path, *, alpha: float = ALPHA) -> list[Series]:
     """One series with change points per branch git knows here; every run by start time without git."""
     out = []
     for b in branches:
@@ -173,12 +173,12 @@ class BranchBaseline:
         return f"{self.branch} {self.first[:12]}..{self.last[:12]}"
 
 
-def branch_baseline(db: Path, gate: str, branch: str, cwd: Path, *, window: int = WINDOW,
+def branch_baseline(db: history.Location, gate: str, branch: str, cwd: Path, *, window: int = WINDOW,
                     exclude_run: str | None = None) -> BranchBaseline | None:
     """Runs of ``gate`` at the last ``window`` first-parent commits of ``branch`` (None: not a branch
     here, or no run there)."""
     commits = branch_commits(branch, cwd, limit=window)
-    if not commits or not db.exists():
+    if not commits or not history.exists(db):
         return None
     s = series(db, gate, branch, commits)
     est = [e for p in s.points if p.run_id != exclude_run for e in [p.estimate()] if e is not None]

@@ -46,14 +46,14 @@ class Store:
         return self._cache[rel]
 
     def history(self, gate: str | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
-        from ..store import history
+        from ..store import backend, history
 
-        db = history.path_of(self.out_dir)
-        if not db.exists():
+        db = backend.history_of(self.out_dir)  # the session's (a shared history: PostgreSQL, a file elsewhere)
+        if not history.exists(db):
             return []
         try:
             return history.verdicts(db, gate=gate, run_id=run_id)
-        except (history.HistoryError, OSError, ValueError) as e:
+        except backend.errors() as e:
             self.problems.append(str(e))
             return []
 

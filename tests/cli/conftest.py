@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 from perfgate_project import StoredRuns, make, run_pytest
+from postgres_history import pg_url  # noqa: F401 - a new database on the test PostgreSQL server
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from postgres_history import pg_url  # noqa: F401 - a new database on the test PostgreSQL server
 
 from pytest_perfgate.calib import Script, ScriptedServer
 from pytest_perfgate.config import Thresholds, load_thresholds
