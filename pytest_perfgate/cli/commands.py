@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..verdicts.record import VerdictRecord
+from .arguments import thresholds_arguments, trend_options
 
 OK, FAILED, USAGE, NOT_FOUND, BAD_CONFIG = 0, 1, 2, 3, 4
 DEFAULT_RESULTS = "perfgate-results"
@@ -409,27 +410,6 @@ def _report(ns: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- parser
-class _OneFile(argparse.Action):
-    """The thresholds file, given as ``FILE`` or ``--thresholds FILE`` (as ``perfgate gate``, ``diff``
-    and ``evaluate`` take it); both at once only when they name the same file."""
-
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if values is None:  # the positional left out
-            return
-        if getattr(ns, self.dest, None) not in (None, values):
-            parser.error(f"two thresholds files ({getattr(ns, self.dest)} and {values}): give one, as FILE or --thresholds FILE")
-        setattr(ns, self.dest, values)
-
-
-def thresholds_arguments(p: argparse.ArgumentParser) -> None:
-    """``[FILE]`` and ``--thresholds FILE``: the thresholds file of a command that reads one."""
-    p.add_argument("thresholds", nargs="?", default=None, action=_OneFile, metavar="FILE",
-                   help="the thresholds file (default: ./thresholds.toml)")
-    p.add_argument("--thresholds", dest="thresholds", default=None, action=_OneFile, metavar="FILE",
-                   help="the same, as perfgate gate, diff and evaluate take it")
-
-
 def add_commands(sub: Any) -> None:
     """Register the results commands on the ``perfgate`` subparsers."""
 
@@ -457,7 +437,7 @@ def add_commands(sub: Any) -> None:
                    help="bencher: Bencher Metric Format; github-smaller/-bigger: github-action-benchmark "
                    "customSmallerIsBetter/customBiggerIsBetter (exports hold the latest run unless --all)")
     p.add_argument("--all", action="store_true", help="export every stored verdict, not only the latest run's")
-    _trend_options(p)
+    trend_options(p)
     p.add_argument("--changes", action="store_true", help="change points of each gate over commits on a branch "
                    "(last commit before, first after, size with its interval, confidence)")
     p.add_argument("--export", dest="export_to", metavar="DEST", default=None,
@@ -492,14 +472,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--history-from", dest="history_from", default=None, metavar="URL|PATH",
                    help="the history the trend plots and the trend site read (default: $PERFGATE_HISTORY, else "
                    "[perfgate] history of ./thresholds.toml, else history.sqlite in the results directory)")
-    _trend_options(p)
-
-
-def _trend_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--branch", action="append", default=None, help="git branch whose first-parent commits order "
-                   "the runs (repeatable; default: the current branch and main/master; without git: run start times)")
-    p.add_argument("--alpha", type=float, default=0.01, help="false-alarm rate of the change points per gate, "
-                   "branch and analysis of a stationary series (default 0.01)")
+    trend_options(p)
 
 
 def run(ns: argparse.Namespace) -> int:

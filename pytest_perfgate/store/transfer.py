@@ -68,7 +68,7 @@ def copy(src: backend.Location, dst: backend.Location) -> Copied:
 def _files_beside(results_dir: Path, run_id: str, rows: list[dict[str, Any]]) -> dict[str, bytes]:
     """The data files of run ``run_id`` in a results directory: the folders its verdicts' ``samples``
     name (``samples/<run>/``), with the run files under them."""
-    folders = {Path(r["samples"]).parent for r in rows if r.get("samples")}
+    folders = {Path(row["samples"]).parent for row in rows if row.get("samples")}
     out: dict[str, bytes] = {}
     root = results_dir.resolve()
     for folder in sorted(folders):

@@ -129,9 +129,9 @@ def series(db: history.Location, gate: str, branch: str = ALL_RUNS, commits: Seq
         pts = sorted((p for p in pts if p.commit in order), key=lambda p: (order[p.commit], p.started))
     else:
         pts.sort(key=lambda p: p.started)
-    first = rows[-1] if rows else {}
-    return Series(gate, branch, tuple(pts), str(first.get("unit") or ""), first.get("direction"),
-                  str(first.get("metric") or ""), str(first.get("statistic") or ""))
+    row = rows[-1] if rows else {}  # a history row (its metric columns)
+    return Series(gate, branch, tuple(pts), str(row.get("unit") or ""), row.get("direction"),
+                  str(row.get("metric") or ""), str(row.get("statistic") or ""))
 
 
 def with_changes(s: Series, *, alpha: float = ALPHA, seed: int = 0) -> Series:

@@ -56,17 +56,10 @@ def _scale(x: float | None, u: Any) -> float | None:
     return x * 100.0 if u.name == "%" else x / u.factor
 
 
-def svg(s: Mapping[str, Any]) -> str:
-    """One branch's runs of one gate as an SVG plot."""
-    u = _unit(str(s.get("unit") or ""))
-    pts: Sequence[Mapping[str, Any]] = s.get("points") or []
-    n = len(pts)
-    obs = [v for v in (_scale(p.get("observed"), u) for p in pts) if v is not None]
-    thr = next((_scale(p.get("threshold"), u) for p in reversed(pts) if p.get("threshold") is not None), None)
-    if not obs:
-        return "<p class='muted'>no run with a value</p>"
-    # the view: the runs' values, their bounds up to one span beyond, the threshold when near; a bound
-    # a burst of slow requests blew up (20 ms - 1794 ms seen) must not flatten every other run
+def _view(pts: Sequence[Mapping[str, Any]], u: Any, obs: list[float], thr: float | None) -> tuple[float, float, bool]:
+    """(low, high, threshold inside) of the plot: the runs' values, their bounds up to one span
+    beyond, the threshold when near; a bound a burst of slow requests blew up (20 ms - 1794 ms seen)
+    must not flatten every other run."""
     a, b = min(obs), max(obs)
     span = (b - a) or abs(b) * 0.1 or 1.0
     lows = [v for v in (_scale(p.get("lower"), u) for p in pts) if v is not None]
@@ -78,7 +71,19 @@ def svg(s: Mapping[str, Any]) -> str:
     if a >= 0:
         lo = max(lo, 0.0)
     pad = 0.06 * (hi - lo or 1.0)
-    lo, hi = (max(lo - pad, 0.0) if a >= 0 else lo - pad), hi + pad
+    return (max(lo - pad, 0.0) if a >= 0 else lo - pad), hi + pad, thr_in
+
+
+def svg(s: Mapping[str, Any]) -> str:
+    """One branch's runs of one gate as an SVG plot."""
+    u = _unit(str(s.get("unit") or ""))
+    pts: Sequence[Mapping[str, Any]] = s.get("points") or []
+    n = len(pts)
+    obs = [v for v in (_scale(p.get("observed"), u) for p in pts) if v is not None]
+    thr = next((_scale(p.get("threshold"), u) for p in reversed(pts) if p.get("threshold") is not None), None)
+    if not obs:
+        return "<p class='muted'>no run with a value</p>"
+    lo, hi, thr_in = _view(pts, u, obs, thr)
 
     def xs(i: float) -> float:
         return PAD_L + (i + 0.5) * (W - PAD_L - PAD_R) / max(n, 1)
