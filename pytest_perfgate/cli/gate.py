@@ -44,6 +44,10 @@ def extend(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+class BadBaseline(ValueError):
+    """``--baseline`` names nothing usable."""
+
+
 def run(ns: argparse.Namespace) -> int:
     from ..imports import formats
     from .commands import _thresholds
@@ -63,7 +67,7 @@ def run(ns: argparse.Namespace) -> int:
     todo = plan(th.gates, got)
     try:
         verdicts, rows, written = _decide(th, todo, Path(ns.out), ns.baseline)
-    except ValueError as e:  # a --baseline that names nothing usable
+    except BadBaseline as e:  # a --baseline that names nothing usable
         print(f"perfgate gate: --baseline {ns.baseline}: {e}", file=sys.stderr)
         return BAD
     _print(verdicts, rows, got, written, th, verbose=bool(getattr(ns, "verbose", False)))
@@ -80,12 +84,18 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     from ..session.perfgate import Perfgate, RunState, verdict_properties
     from ..session.startup import live_store
     from ..store.decisions import now_iso
+    from ..verdicts.rules import resolve_confidence
+    from ..verdicts.samples import SampleError
+    from ..verdicts.verdict import Verdict
 
     if not todo:
         return [], [], []
     out.mkdir(parents=True, exist_ok=True)
     st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
-    live = live_store(baseline, st, Path.cwd())
+    try:
+        live = live_store(baseline, st, Path.cwd())
+    except ValueError as e:
+        raise BadBaseline(str(e)) from None
     started = now_iso()
     verdicts = []
     for g, data, label in todo:
@@ -96,7 +106,12 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
             st.add_verdict(test, d)
 
         pg = Perfgate(st, (g.name,), record, None, store=live.hook(test))
-        verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
+        try:
+            verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
+        except SampleError as e:  # this gate cannot be computed on this run: its error; the others are decided
+            v = Verdict.error(g, str(e), confidence=resolve_confidence(g, th))
+            record(v, [], {"label": label} if label else {})
+            verdicts.append(v)
     doc = st.flush()
     live.record_history(st.all_verdicts(), started=started, commit=st.commit, engines=[])
     from ..writers import write_all

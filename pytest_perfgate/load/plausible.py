@@ -1,0 +1,84 @@
+"""What a request can have produced: a count or time past these bounds is no measurement, and the
+request is failed with the cause named (one rule for imported exports and live servers).
+
+* Every time (ns) and count fits int64 (the store's integers; a time of 1e308 s is no send time).
+* Output tokens: at most :data:`MAX_TOKENS` (10x the longest context window of any released model);
+  at most what was asked (``max_tokens``) plus :data:`ASK_SLACK` where the request's limit is known;
+  at most the UTF-8 bytes of the text the stream carried plus :data:`SPECIAL_SLACK` where the text
+  is known (a byte-level tokenizer's token decodes to at least one byte; special tokens to none,
+  hence the slack). A server that says 1e12 tokens for a 16-token request is not 1e15 tok/s.
+"""
+
+from __future__ import annotations
+
+from ..contract import RequestRecord
+
+INT64 = 1 << 63
+MAX_TOKENS = 100_000_000  # the longest context windows are ~10M tokens
+ASK_SLACK = 8  # tokens over max_tokens a server may still count (an EOS or a stop string's tokens)
+SPECIAL_SLACK = 4096  # tokens that decode to no text (special tokens, hidden reasoning)
+PREFIX = "implausible:"
+
+
+def _fmt(n: object) -> str:
+    s = f"{n:.3g}" if isinstance(n, float) else str(n)
+    return s if len(s) <= 24 else f"{s[:6]}...({len(s)} digits)"
+
+
+def tokens(n: object, what: str = "output tokens", *, asked: int | None = None, text_bytes: int | None = None
+           ) -> str | None:
+    """Why ``n`` cannot be the request's count of ``what`` (None: it can)."""
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or n != n or n in (float("inf"), float("-inf")):
+        return f"{PREFIX} {what} {_fmt(n)} is not a count"
+    if n < 0:
+        return f"{PREFIX} {what} {_fmt(n)} is negative"
+    if n > MAX_TOKENS:
+        return f"{PREFIX} {what} {_fmt(n)} > {MAX_TOKENS:,} (no model's sequence is that long)"
+    if asked is not None and n > asked + ASK_SLACK:
+        return f"{PREFIX} {what} {_fmt(n)} > max_tokens {asked} asked"
+    if text_bytes is not None and n > text_bytes + SPECIAL_SLACK:
+        return (f"{PREFIX} {what} {_fmt(n)} > the {text_bytes} bytes of text streamed + {SPECIAL_SLACK} "
+                "(no tokenizer's tokens are that short)")
+    return None
+
+
+def _time(name: str, v: int | None) -> str | None:
+    if v is not None and not -INT64 <= v < INT64:
+        return f"{PREFIX} {name} is past int64 ns (no clock reads it)"
+    return None
+
+
+def problem(r: RequestRecord) -> str | None:
+    """Why ``r``'s numbers cannot be a measurement (None: they can): a time or a count past int64,
+    a token count past :func:`tokens`' bounds (without the per-request ones, which need the request)."""
+    for name, v in (("send time", r.sent_ns), ("scheduled time", r.scheduled_ns), ("end time", r.end_ns),
+                    ("first chunk time", r.first_chunk_ns), ("last chunk time", r.last_chunk_ns)):
+        why = _time(name, v)
+        if why:
+            return why
+    if r.chunk_ns and not all(-INT64 <= t < INT64 for t in r.chunk_ns):
+        return f"{PREFIX} a chunk time is past int64 ns (no clock reads it)"
+    if not -INT64 <= r.index < INT64:
+        return f"{PREFIX} request index {_fmt(r.index)} is past int64"
+    for what, n in (("output tokens", r.output_tokens), ("prompt tokens", r.prompt_tokens)):
+        why = tokens(n, what)
+        if why:
+            return why
+    if r.chunk_tokens and not all(0 <= t <= MAX_TOKENS for t in r.chunk_tokens):
+        return tokens(max(r.chunk_tokens, key=lambda t: abs(t)), "tokens in a chunk")
+    return None
+
+
+def fail(r: RequestRecord, why: str) -> None:
+    """``r`` failed with ``why``; every number it keeps is one the store can hold (finite, int64):
+    its garbage is dropped, its send time kept only when it is one."""
+    r.error = r.error or why
+    r.chunk_ns, r.chunk_tokens, r.end_ns = [], [], None
+    if r.output_tokens is not None and tokens(r.output_tokens):
+        r.output_tokens = None
+    if r.prompt_tokens is not None and tokens(r.prompt_tokens, "prompt tokens"):
+        r.prompt_tokens = None
+    if r.scheduled_ns is not None and _time("", r.scheduled_ns):
+        r.scheduled_ns = None
