@@ -15,11 +15,14 @@ from typing import IO, Any
 
 import numpy as np
 
+from ..contract import RequestRecord
+from ..load import plausible
 from ..load.plausible import INT64
 from .errors import ResultsError
 
 MAX_BYTES = 2 << 30  # an export (a 1 GB file is decided in ~18 s with ~3.3 GB of memory)
 SIDE_BYTES = 16 << 20  # a file beside it (AIPerf's profile_export_aiperf.json: ~20 KB)
+PAST = 1 << 64  # a time in ns past int64, saturated: past int64 still when an int64 is added or taken away
 
 
 def open_regular(path: Path) -> IO[bytes]:
@@ -108,8 +111,11 @@ def number(path: Path, value: Any, record: str, field: str, *, optional: bool = 
     """A finite number (``None`` allowed when ``optional``)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not (isinstance(value, int) or math.isfinite(value)):
         raise ResultsError(path, f"not a finite number: {str(value)[:40]!r}", record=record, field=field)
+    if isinstance(value, int) and abs(value) >= INT64:  # past int64 (and past float64: 10**400): saturated,
+        return float(PAST) if value > 0 else -float(PAST)  # named as that request's error (load/plausible.py)
     return float(value)
 
 
@@ -124,10 +130,30 @@ def numbers(path: Path, value: Any, record: str, field: str) -> list[float]:
     return [float(number(path, v, f"{record}[{i}]" if record else f"[{i}]", field) or 0.0) for i, v in enumerate(value)]
 
 
+def count(r: RequestRecord, value: Any, what: str = "output tokens") -> int | None:
+    """A token count of ``r``: None when absent or not a number; one no request can have (NaN,
+    Infinity, negative, absurd: :func:`~pytest_perfgate.load.plausible.tokens`) fails ``r`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    why = plausible.tokens(value, what)
+    if why:
+        r.error = r.error or why
+        return None
+    return int(value)
+
+
+def tokens(path: Path, r: RequestRecord, value: Any, record: str, field: str) -> int | None:
+    """A required token count: not a number is the file's error (named); a number no request can
+    have (NaN, Infinity, negative, absurd) is ``r``'s (:func:`count`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        number(path, value, record, field)
+    return count(r, value, field)
+
+
 def ns(seconds: float) -> int:
-    """``seconds`` in integer ns; a time past int64 ns (~292 years) saturates at :data:`INT64`, which
+    """``seconds`` in integer ns; a time past int64 ns (~292 years) saturates at :data:`PAST`, which
     :mod:`~pytest_perfgate.load.plausible` names as that request's error."""
     x = seconds * 1e9
     if not abs(x) < INT64:  # also inf and NaN
-        return INT64 if x >= 0 or math.isnan(x) else -INT64
+        return PAST if x >= 0 or math.isnan(x) else -PAST
     return int(round(x))

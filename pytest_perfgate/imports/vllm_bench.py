@@ -48,6 +48,12 @@ def records(path: Path, doc: Any, where: str = "", consume: bool = False) -> lis
     out = _fast(cols, queue, n, consume)
     if out is None:  # something to name (a bad entry): one record at a time
         out = [_record(path, cols, queue, i, where) for i in range(n)]
+    texts = doc.get("generated_texts")
+    if isinstance(texts, list) and len(texts) == n:  # no more tokens than the text's bytes (+ special tokens)
+        for r in out:
+            text = texts[r.index]
+            if r.ok and isinstance(text, str):
+                r.error = plausible.tokens(r.output_tokens, "output_lens", text_bytes=len(text.encode("utf-8", "replace")))
     out.sort(key=lambda r: r.sent_ns)
     return out
 
@@ -58,7 +64,7 @@ def _record(path: Path, c: dict[str, list[Any]], queue: list[Any] | None, i: int
     err = c["errors"][i]
     sent = j.ns(start)
     r = RequestRecord(index=i, sent_ns=sent, token_count_source="server")
-    r.prompt_tokens = int(j.number(path, c["input_lens"][i], rec, "input_lens") or 0)
+    r.prompt_tokens = j.tokens(path, r, c["input_lens"][i], rec, "input_lens")
     q = j.number(path, queue[i], rec, "queue_times", optional=True) if queue is not None and i < len(queue) else None
     r.scheduled_ns = sent - j.ns(q) if q is not None else None
     if err:
@@ -70,7 +76,7 @@ def _record(path: Path, c: dict[str, list[Any]], queue: list[Any] | None, i: int
     times = start + ttft + np.concatenate(([0.0], np.cumsum(gaps)))
     r.chunk_ns = [j.ns(float(t)) for t in times]  # past int64 saturated: load/plausible.py names it
     r.end_ns = sent + j.ns(latency)
-    r.output_tokens = int(j.number(path, c["output_lens"][i], rec, "output_lens") or 0)
+    r.output_tokens = j.tokens(path, r, c["output_lens"][i], rec, "output_lens")
     r.finish_reason = "length"
     return r
 
@@ -125,7 +131,7 @@ def _fast(c: dict[str, list[Any]], queue: list[Any] | None, n: int, consume: boo
     for idx, gaps in groups:
         times = base[idx][:, None] + np.concatenate((np.zeros((len(idx), 1)), np.cumsum(gaps, axis=1)), axis=1)
         ns = np.rint(times * 1e9)
-        ints = ns.astype(np.int64) if (np.abs(ns) < INT64_FLOAT).all() else np.full(ns.shape, plausible.INT64, object)
+        ints = ns.astype(np.int64) if (np.abs(ns) < INT64_FLOAT).all() else np.full(ns.shape, j.PAST, object)
         chunks.update(zip(idx, ints.tolist(), strict=True))  # past int64 (sums of huge gaps): load/plausible.py names it
     prompt = cols["input_lens"].astype(np.int64).tolist()
     output = cols["output_lens"].astype(np.int64).tolist()

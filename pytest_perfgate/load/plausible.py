@@ -11,7 +11,7 @@ request is failed with the cause named (one rule for imported exports and live s
 
 from __future__ import annotations
 
-from ..contract import RequestRecord
+from ..contract import Request, RequestRecord
 
 INT64 = 1 << 63
 MAX_TOKENS = 100_000_000  # the longest context windows are ~10M tokens
@@ -82,3 +82,22 @@ def fail(r: RequestRecord, why: str) -> None:
         r.prompt_tokens = None
     if r.scheduled_ns is not None and _time("", r.scheduled_ns):
         r.scheduled_ns = None
+
+
+def asked(request: Request) -> int | None:
+    """The output tokens ``request`` asked for: ``max_tokens``, or the limit its ``extra`` sends instead."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        v = request.extra.get(key)
+        if key in request.extra:
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+    return request.max_tokens if isinstance(request.max_tokens, int) and request.max_tokens >= 0 else None
+
+
+def check(r: RequestRecord, request: Request) -> None:
+    """A live request's record: failed with the cause named when a count or time it holds cannot be
+    (a server that says usage 1e12 for a 16-token request), its numbers then dropped (finite, int64)."""
+    why = problem(r)
+    if why is None and r.ok:
+        why = tokens(r.output_tokens if r.output_tokens is not None else sum(r.chunk_tokens), asked=asked(request))
+    if why is not None:
+        fail(r, why)
