@@ -117,9 +117,10 @@ def _run(path: Path, b: Any, k: int, version: str) -> tuple[str, ImportedRun]:
         recs += [_record(path, q, len(recs) + i, f"{where}.requests.{status}[{i}]", failed) for i, q in enumerate(items)]
     incomplete = reqs.get("incomplete") if isinstance(reqs.get("incomplete"), list) else []
     made = _obj(_obj(b.get("scheduler_metrics")).get("requests_made") or _obj(b.get("metrics")).get("requests_made"))
-    total, left = made.get("total"), made.get("incomplete")
-    fits = [isinstance(v, int) and not isinstance(v, bool) and 0 <= v < j.INT64 for v in (total, left or 0)]
-    ran = total - (left or 0) if all(fits) and total >= (left or 0) else None
+    total: Any = made.get("total")
+    left: Any = made.get("incomplete") or 0
+    fits = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < plausible.INT64 for v in (total, left))
+    ran = int(total) - int(left) if fits and total >= left else None
     recs.sort(key=lambda r: r.sent_ns)
     level = _level(b, k)
     notes = (f"{len(incomplete)} incomplete request(s) kept in the file (cancelled at the benchmark's end) left out",

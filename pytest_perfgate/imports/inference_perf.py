@@ -82,7 +82,7 @@ def _asked(body: Any) -> int | None:
         return None
     for key in ("max_tokens", "max_completion_tokens"):
         v = body.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < j.INT64:
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < plausible.INT64:
             return v
     return None
 
