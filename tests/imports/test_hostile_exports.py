@@ -109,6 +109,14 @@ def _hostile_files(tmp_path: Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
     out["deep-bench"] = _bench(tmp_path, "deep.json", lambda d: d.update(label=json.loads("[]")))
     out["deep-bench"].write_text(out["deep-bench"].read_text()[:-1] + ', "x": ' + _deep() + "}")
+    g_deep = json.loads(pf.guidellm(tmp_path / "gd.json").read_text())
+    g_deep["args"] = "@@"
+    out["deep-guidellm"] = tmp_path / "gd.json"
+    out["deep-guidellm"].write_text(json.dumps(g_deep).replace('"@@"', _deep()))
+    ip = json.loads(pf.inference_perf(tmp_path / "ipd.json").read_text())
+    ip[0]["info"]["extra_info"] = "@@"
+    out["deep-inference-perf"] = tmp_path / "ipd.json"
+    out["deep-inference-perf"].write_text(json.dumps(ip).replace('"@@"', _deep()))
     ai = _ai(tmp_path / "ai" / "profile_export.jsonl")
     lines = ai.read_text().splitlines()
     out["deep-aiperf"] = tmp_path / "deep-ai" / "profile_export.jsonl"
@@ -146,10 +154,14 @@ def _hostile_files(tmp_path: Path) -> dict[str, Path]:
         p = tmp_path / f"g-{where}.json"
         p.write_text(json.dumps(doc))
         out[f"guidellm-{where}"] = p
-    t = tmp_path / "t308" / "profile_export.jsonl"
-    t.parent.mkdir()
-    t.write_text(ai.read_text().replace('"request_start_ns":', '"request_start_ns":1e308,"was":', 1))
-    out["aiperf-start-1e308"] = t
+    doc = copy.deepcopy(g)
+    doc["benchmarks"][0]["requests"]["successful"][0]["info"]["timings"]["request_start"] = 1e308
+    out["guidellm-start-1e308"] = tmp_path / "g-start.json"
+    out["guidellm-start-1e308"].write_text(json.dumps(doc))
+    ip = json.loads(pf.inference_perf(tmp_path / "ip308.json").read_text())
+    ip[0]["start_time"] = 1e308
+    out["inference-perf-start-1e308"] = tmp_path / "ip308.json"
+    out["inference-perf-start-1e308"].write_text(json.dumps(ip))
     binary = tmp_path / "bin" / "profile_export.jsonl"
     binary.parent.mkdir()
     binary.write_text(ai.read_text())
@@ -158,14 +170,21 @@ def _hostile_files(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def test_no_hostile_export_is_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+HOSTILE = ["deep-bench", "deep-aiperf", "deep-guidellm", "deep-inference-perf",
+           *(f"aiperf-{t}-{w}" for t in ("output_sequence_length", "input_sequence_length") for w in ("NaN", "Infinity")),
+           *(f"guidellm-{f}-{w}" for f in ("output_tokens", "prompt_tokens") for w in ("NaN", "Infinity")),
+           *(f"guidellm-{w}" for w in ("config", "strategy", "scheduler_metrics", "requests_made", "incomplete", "rate")),
+           "guidellm-start-1e308", "inference-perf-start-1e308", "aiperf-binary-side-file"]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_no_hostile_export_is_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     """Each file beside a good one: a named line (exit 4) or decided; the good one always decided."""
-    for name, path in _hostile_files(tmp_path).items():
-        rc, out = _gate(tmp_path, capsys, str(path), str(REAL))
-        assert rc in (0, 1, 4), (name, out)
-        assert "ttft_p50 [vllm-bench-serve]" in out or "ttft_p50" in out, (name, out)
-        assert "Error:" not in out.replace("ResultsError", ""), (name, out)
-        json.loads((tmp_path / "out" / "decisions.json").read_text())  # written
+    path = _hostile_files(tmp_path)[name]
+    rc, out = _gate(tmp_path, capsys, str(path), str(REAL))
+    assert rc in (0, 1, 4), out
+    assert "ttft_p50" in out and "PASS" in out, out  # the good file's gates decided
+    json.loads((tmp_path / "out" / "decisions.json").read_text())  # written
 
 
 def test_deep_json_is_named(tmp_path: Path) -> None:
@@ -266,6 +285,42 @@ def test_garbage_is_a_named_request_error_and_every_sample_is_stored(
         assert v["samples"] or v["outcome"] == "error", v
 
 
+def _peer_garbage(tmp_path: Path, case: str) -> Path:
+    if case.startswith("aiperf"):
+        p = _ai(tmp_path / "ai" / "profile_export.jsonl")
+        key, value = ("request_start_ns", "1" + "0" * 40) if case == "aiperf-start-1e40" else ("session_num", "1e30")
+        if case == "aiperf-session-10**30":
+            value = "1" + "0" * 30
+        p.write_text(p.read_text().replace(f'"{key}":', f'"{key}":{value},"was_{key}":', 1))
+        return p
+    if case == "inference-perf-output-1e308":
+        p = pf.inference_perf(tmp_path / "ip.json", server_usage=False)
+        doc = json.loads(p.read_text())
+        doc[0]["info"]["response_metrics"]["output_tokens"] = 1e308
+        p.write_text(json.dumps(doc))
+        return p
+    p = pf.guidellm(tmp_path / "g.json")
+    doc = json.loads(p.read_text())
+    doc["benchmarks"][0]["requests"]["successful"][0]["info"]["timings"]["request_start"] = 1e308
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@pytest.mark.parametrize("case", ["aiperf-start-1e40", "aiperf-session-10**30", "inference-perf-output-1e308",
+                                  "guidellm-start-1e308"])
+def test_garbage_in_peer_formats_is_a_named_request_error_and_stored(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      case: str) -> None:
+    """Values past int64 were decided, then "gate data not stored: Integer exceeds 64-bit range"."""
+    p = _peer_garbage(tmp_path, case)
+    run = load_results(p)
+    bad = [r for r in run.records if r.error and r.error.startswith("implausible:")]
+    assert len(bad) == 1, [r.error for r in run.records]
+    assert run.end_ns - run.start_ns < 60 * 10**9
+    rc, out = _gate(tmp_path, capsys, str(p))
+    assert "not stored" not in out and "exceeds" not in out, out
+
+
 @pytest.mark.parametrize("fmt", ["aiperf", "guidellm", "inference-perf", "vllm-bench"])
 def test_1e12_tokens_pass_in_no_format(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     if fmt == "aiperf":
@@ -294,4 +349,5 @@ def test_more_tokens_than_asked_fail_inference_perf(tmp_path: Path) -> None:
     p = pf.inference_perf(tmp_path / "ip.json")
     p.write_text(p.read_text().replace('"completion_tokens": 8', '"completion_tokens": 20'))  # max_tokens 8
     run = load_results(p)
-    assert all("max_tokens 8 asked" in str(r.error) for r in run.records if r.error and "500" not in r.error)
+    causes = [str(r.error) for r in run.records if r.error and "500" not in r.error]
+    assert len(causes) == pf.N - 1 and all("> max_tokens 8 asked" in c for c in causes), causes
