@@ -85,7 +85,6 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     from ..session.startup import live_store
     from ..store.decisions import now_iso
     from ..verdicts.rules import resolve_confidence
-    from ..verdicts.samples import SampleError
     from ..verdicts.verdict import Verdict
 
     if not todo:
@@ -108,7 +107,7 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
         pg = Perfgate(st, (g.name,), record, None, store=live.hook(test))
         try:
             verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
-        except SampleError as e:  # this gate cannot be computed on this run: its error; the others are decided
+        except ValueError as e:  # (a SampleError) this gate cannot be computed on this run: its error; the others decided
             v = Verdict.error(g, str(e), confidence=resolve_confidence(g, th))
             record(v, [], {"label": label} if label else {})
             verdicts.append(v)
