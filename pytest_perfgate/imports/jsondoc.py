@@ -25,19 +25,23 @@ SIDE_BYTES = 16 << 20  # a file beside it (AIPerf's profile_export_aiperf.json: 
 PAST = 1 << 64  # a time in ns past int64, saturated: past int64 still when an int64 is added or taken away
 
 
+def _regular(path: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+            "not a file"
+        raise ResultsError(path, f"not a regular file ({kind}): only regular files are read")
+
+
 def open_regular(path: Path) -> IO[bytes]:
     """``path`` opened for reading if it is a regular file (never blocks: a FIFO is refused unopened)."""
     try:
+        _regular(path, os.stat(path).st_mode)  # a device is not even opened (opening some has effects)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as e:
         raise ResultsError(path, f"cannot be read: {e.strerror or e}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else \
-                "not a file"
-            raise ResultsError(path, f"not a regular file ({kind}): only regular files are read")
+        _regular(path, os.fstat(fd).st_mode)  # what was opened (the path may have changed since)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -49,9 +53,18 @@ def open_regular(path: Path) -> IO[bytes]:
 def read_bytes(path: Path, limit: int = MAX_BYTES) -> bytes:
     """The bytes of the regular file ``path``; over ``limit``: a named error, read no further."""
     with open_regular(path) as f:
-        raw = f.read(limit + 1)
-    if len(raw) > limit:
-        raise ResultsError(path, f"over {limit >> 20} MiB: not read (the cap on a file perfgate reads)")
+        size = os.fstat(f.fileno()).st_size
+        raw = f.read(min(size, limit) + 1) if size <= limit else b""  # one read of the file's own size
+        if size > limit or len(raw) > limit:
+            raise ResultsError(path, f"over {limit >> 20} MiB: not read (the cap on a file perfgate reads)")
+        if len(raw) > size:  # it grows while read: on, up to the cap
+            parts = [raw]
+            while (part := f.read(min(1 << 24, limit + 1 - sum(map(len, parts))))):
+                parts.append(part)
+            raw = b"".join(parts)
+            if len(raw) > limit:
+                raise ResultsError(path, f"over {limit >> 20} MiB: not read further (the cap on a file perfgate "
+                                   "reads; it grew while read)")
     return raw
 
 
