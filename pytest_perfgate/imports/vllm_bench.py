@@ -50,10 +50,11 @@ def records(path: Path, doc: Any, where: str = "", consume: bool = False) -> lis
         out = [_record(path, cols, queue, i, where) for i in range(n)]
     texts = doc.get("generated_texts")
     if isinstance(texts, list) and len(texts) == n:  # no more tokens than the text's bytes (+ special tokens)
-        for r in out:
-            text = texts[r.index]
-            if r.ok and isinstance(text, str):
-                r.error = plausible.tokens(r.output_tokens, "output_lens", text_bytes=len(text.encode("utf-8", "replace")))
+        slack = plausible.SPECIAL_SLACK
+        for r in out:  # (a character is at least a byte: the text is encoded only when that does not settle it)
+            text, got = texts[r.index], r.output_tokens
+            if r.ok and isinstance(text, str) and got is not None and got > len(text) + slack:
+                r.error = plausible.tokens(got, "output_lens", text_bytes=len(text.encode("utf-8", "replace")))
     out.sort(key=lambda r: r.sent_ns)
     return out
 

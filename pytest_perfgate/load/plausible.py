@@ -49,10 +49,23 @@ def tokens(n: object, what: str = "output tokens", *, asked: int | None = None, 
     return None
 
 
+def _fits(r: RequestRecord) -> bool:
+    """The common case at once: every number in range (no cause to name)."""
+    c, ct, sch, end, out, pin = r.chunk_ns, r.chunk_tokens, r.scheduled_ns, r.end_ns, r.output_tokens, r.prompt_tokens
+    return (-INT64 <= r.sent_ns < INT64 and -INT64 <= r.index < INT64
+            and (sch is None or -INT64 <= sch < INT64) and (end is None or -INT64 <= end < INT64)
+            and (not c or (-INT64 <= min(c) and max(c) < INT64))
+            and (out is None or (type(out) is int and 0 <= out <= MAX_TOKENS))
+            and (pin is None or (type(pin) is int and 0 <= pin <= MAX_TOKENS))
+            and (not ct or (0 <= min(ct) and max(ct) <= MAX_TOKENS)))
+
+
 def problem(r: RequestRecord) -> str | None:
     """Why ``r``'s numbers cannot be a measurement (None: they can): a time or a count past int64,
     a token count past :func:`tokens`' bounds (without the per-request ones, which need the request).
-    A few comparisons a record (100k records: ~0.1 s)."""
+    A few comparisons a record (100k records: ~0.2 s)."""
+    if _fits(r):
+        return None
     for name, v in (("send time", r.sent_ns), ("scheduled time", r.scheduled_ns), ("end time", r.end_ns)):
         if v is not None and not -INT64 <= v < INT64:
             return f"{PREFIX} {name} is past int64 ns (no clock reads it)"
