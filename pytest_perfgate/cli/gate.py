@@ -49,6 +49,10 @@ def extend(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+class BadBaseline(ValueError):
+    """``--baseline`` names nothing usable."""
+
+
 def run(ns: argparse.Namespace) -> int:
     from ..imports import formats
     from .commands import _thresholds
@@ -77,7 +81,7 @@ def run(ns: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             verdicts, rows, done = _decide(th, todo, out, ns.baseline)
-    except ValueError as e:  # a --baseline that names nothing usable
+    except BadBaseline as e:  # a --baseline that names nothing usable
         _say(f"perfgate gate: --baseline {ns.baseline}: {e}", err=True)
         return BAD
     for w in dict.fromkeys(str(w.message).removeprefix("perfgate: ") for w in caught):
@@ -108,12 +112,17 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
     from ..session.startup import live_store
     from ..store import decisions, history
     from ..store.decisions import now_iso
+    from ..verdicts.rules import resolve_confidence
+    from ..verdicts.verdict import Verdict
 
     done = Written()
     if not todo:
         return [], [], done
     st = RunState.start(th, out, th.settings.inconclusive, Path.cwd())
-    live = live_store(st, Path.cwd(), SimpleNamespace(perfgate_baseline=baseline))
+    try:
+        live = live_store(st, Path.cwd(), SimpleNamespace(perfgate_baseline=baseline))
+    except ValueError as e:
+        raise BadBaseline(str(e)) from None
     started = now_iso()
     verdicts = []
     for g, data, label in todo:
@@ -124,7 +133,12 @@ def _decide(th: Any, todo: list[tuple[Any, Any, str]], out: Path, baseline: str 
             st.add_verdict(test, d)
 
         pg = Perfgate(st, (g.name,), record, None, store=live.hook(test))
-        verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
+        try:
+            verdicts.append(pg.evaluate(data, g.name, note=_more(data), label=label))
+        except ValueError as e:  # (a SampleError) this gate cannot be computed on this run: its error; the others decided
+            v = Verdict.error(g, str(e), confidence=resolve_confidence(g, th))
+            record(v, [], {"label": label} if label else {})
+            verdicts.append(v)
     try:
         doc = st.flush()
         done.written.append(out / decisions.FILENAME)

@@ -48,10 +48,9 @@ def _time_ns(path: Path, m: Any, tag: str, rec: str, *, many: bool = False) -> A
     return (j.number(path, value, rec, f"{tag}.value") or 0.0) * _SCALE[unit]
 
 
-def _count(m: Any, tag: str) -> int | None:
+def _count(r: RequestRecord, m: Any, tag: str) -> int | None:
     entry = m.get(tag) if isinstance(m, dict) else None
-    v = entry.get("value") if isinstance(entry, dict) else None
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return j.count(r, entry.get("value") if isinstance(entry, dict) else None, f"metrics.{tag}")
 
 
 def _record(path: Path, no: int, doc: Any, tokens: str) -> RequestRecord:
@@ -63,7 +62,7 @@ def _record(path: Path, no: int, doc: Any, tokens: str) -> RequestRecord:
     r = RequestRecord(index=int(meta.get("session_num", no - 1)) if isinstance(meta.get("session_num"), int) else no - 1,
                       sent_ns=start, end_ns=end, warmup=meta.get("benchmark_phase") == "warmup",
                       token_count_source="server" if tokens == "server" else "tokenizer")
-    r.prompt_tokens = _count(m, "input_sequence_length")
+    r.prompt_tokens = _count(r, m, "input_sequence_length")
     err = doc.get("error")
     if err:
         what = err.get("message", err) if isinstance(err, dict) else err
@@ -75,10 +74,12 @@ def _record(path: Path, no: int, doc: Any, tokens: str) -> RequestRecord:
         return r
     ttft = _time_ns(path, m, "time_to_first_token", rec)
     gaps = _time_ns(path, m, "inter_chunk_latency", rec, many=True) if "inter_chunk_latency" in m else []
-    offsets = np.rint(ttft + np.concatenate(([0.0], np.cumsum(gaps)))).astype(np.int64)  # ns from the start:
-    r.chunk_ns = [start + int(t) for t in offsets]  # added as integers (float64 of 1.8e18 ns is 256 ns coarse)
-    r.output_tokens = _count(m, "output_sequence_length")
-    if r.output_tokens is None:
+    offsets = ttft + np.concatenate(([0.0], np.cumsum(gaps)))  # ns from the start, added as integers (float64
+    ints = (np.rint(offsets).astype(np.int64).tolist() if (np.abs(offsets) < 9.2e18).all()  # of 1.8e18 ns is
+            else [j.PAST] * len(offsets))  # 256 ns coarse); past int64: named as the request's error (load/plausible)
+    r.chunk_ns = [start + int(t) for t in ints]
+    r.output_tokens = _count(r, m, "output_sequence_length")
+    if r.output_tokens is None and r.ok:
         raise ResultsError(path, "missing", record=rec, field="metrics.output_sequence_length")
     return r
 
@@ -86,13 +87,9 @@ def _record(path: Path, no: int, doc: Any, tokens: str) -> RequestRecord:
 def token_counts(path: Path) -> str:
     """"server" / "tokenizer" from the aggregate JSON beside the file (its input config), else "unknown"."""
     agg = path.with_name("profile_export_aiperf.json")
-    try:
-        text = agg.read_text(encoding="utf-8")
-    except OSError:
-        return "unknown"
-    try:
-        doc = json.loads(text)
-    except ValueError:
+    try:  # a regular file, capped (a FIFO, /dev/zero: refused, never read)
+        doc = json.loads(j.read_bytes(agg, j.SIDE_BYTES))
+    except (ResultsError, ValueError, RecursionError):  # absent, not a file, too big, binary, not JSON, too deep
         return "unknown"
     found = _find(doc, "use_server_token_count")
     return "unknown" if found is None else "server" if found is True else "tokenizer"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import RequestRecord
+from ..load import plausible
 from . import jsondoc as j
 from .errors import ResultsError, bounded
 from .registry import Format
@@ -42,11 +43,16 @@ def _t(path: Path, timings: Any, key: str, rec: str, optional: bool = False) -> 
                     optional=optional)
 
 
-def _tokens(req: Any, computed: str, metrics: str) -> int | None:
+def _obj(v: Any) -> dict[str, Any]:
+    """``v`` if it is a JSON object, else {} (an optional part of the report of the wrong type)."""
+    return v if isinstance(v, dict) else {}
+
+
+def _tokens(r: RequestRecord, req: Any, computed: str, metrics: str) -> int | None:
     v = req.get(computed)
     if v is None and isinstance(req.get(metrics), dict):
         v = req[metrics].get("total_tokens", req[metrics].get("text_tokens"))
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return j.count(r, v, computed)
 
 
 def _record(path: Path, req: Any, i: int, rec: str, failed: bool) -> RequestRecord:
@@ -54,7 +60,7 @@ def _record(path: Path, req: Any, i: int, rec: str, failed: bool) -> RequestReco
     timings = j.need(path, info, "timings", rec)
     start = _t(path, timings, "request_start", rec, optional=failed)
     r = RequestRecord(index=i, sent_ns=j.ns(start or 0.0), token_count_source="server")
-    r.prompt_tokens = _tokens(req, "prompt_tokens", "input_metrics")
+    r.prompt_tokens = _tokens(r, req, "prompt_tokens", "input_metrics")
     if failed:
         r.error = "guidellm error: " + bounded(info.get("error") or "errored")
         return r
@@ -63,28 +69,40 @@ def _record(path: Path, req: Any, i: int, rec: str, failed: bool) -> RequestReco
     end = _t(path, timings, "request_end", rec, optional=True)
     r.chunk_ns = [j.ns(first or 0.0)] + ([j.ns(last or 0.0)] if last is not None and last != first else [])
     r.end_ns = j.ns(end) if end is not None else r.chunk_ns[-1]
-    r.output_tokens = _tokens(req, "output_tokens", "output_metrics")
-    if r.output_tokens is None:
+    r.output_tokens = _tokens(r, req, "output_tokens", "output_metrics")
+    if r.output_tokens is None and r.ok:
         raise ResultsError(path, "missing", record=rec, field="output_tokens")
+    text = req.get("output")
+    if r.ok and isinstance(text, str):  # more tokens than the text has bytes (+ special tokens): no tokenizer's
+        r.error = plausible.tokens(r.output_tokens, "output_tokens", text_bytes=len(text.encode("utf-8", "replace")))
     return r
+
+
+def _load_value(v: Any) -> float | None:
+    """A rate or a stream count as a float: a number of sane size (not a bool, NaN, 1e308), else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not -1e15 < v < 1e15:
+        return None
+    return float(v)
 
 
 def _load(b: Any) -> tuple[str, float] | None:
     """The level's load: a constant / poisson rate (req/s) or concurrent streams."""
-    strat = (b.get("config") or {}).get("strategy") or {}
-    if isinstance(strat.get("rate"), (int, float)) and strat.get("type_") in ("constant", "poisson", "async"):
-        return "rate", float(strat["rate"])
-    if isinstance(strat.get("streams"), int):
-        return "concurrency", float(strat["streams"])
+    strat = _obj(_obj(_obj(b).get("config")).get("strategy"))
+    rate, streams = _load_value(strat.get("rate")), _load_value(strat.get("streams"))
+    if rate is not None and strat.get("type_") in ("constant", "poisson", "async"):
+        return "rate", rate
+    if streams is not None and isinstance(strat.get("streams"), int):
+        return "concurrency", streams
     return None
 
 
 def _level(b: Any, k: int) -> str:
-    strat = (b.get("config") or {}).get("strategy") or {}
+    strat = _obj(_obj(_obj(b).get("config")).get("strategy"))
     kind = str(strat.get("type_", f"benchmark-{k}"))[:40]
     for key in ("rate", "streams", "max_concurrency"):
-        if isinstance(strat.get(key), (int, float)):
-            return f"{k}-{kind}@{strat[key]:g}"
+        v = _load_value(strat.get(key))
+        if v is not None:
+            return f"{k}-{kind}@{v:g}"
     return f"{k}-{kind}"
 
 
@@ -98,9 +116,11 @@ def _run(path: Path, b: Any, k: int, version: str) -> tuple[str, ImportedRun]:
             raise ResultsError(path, "not a list", record=f"{where}.requests", field=status)
         recs += [_record(path, q, len(recs) + i, f"{where}.requests.{status}[{i}]", failed) for i, q in enumerate(items)]
     incomplete = reqs.get("incomplete") if isinstance(reqs.get("incomplete"), list) else []
-    made = ((b.get("scheduler_metrics") or {}).get("requests_made") or (b.get("metrics") or {}).get("requests_made") or {})
-    total = made.get("total") if isinstance(made.get("total"), int) else None
-    ran = total - int(made.get("incomplete") or 0) if total is not None else None
+    made = _obj(_obj(b.get("scheduler_metrics")).get("requests_made") or _obj(b.get("metrics")).get("requests_made"))
+    total: Any = made.get("total")
+    left: Any = made.get("incomplete") or 0
+    fits = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < plausible.INT64 for v in (total, left))
+    ran = int(total) - int(left) if fits and total >= left else None
     recs.sort(key=lambda r: r.sent_ns)
     level = _level(b, k)
     notes = (f"{len(incomplete)} incomplete request(s) kept in the file (cancelled at the benchmark's end) left out",

@@ -14,10 +14,12 @@ send-lag check).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from ..contract import RequestRecord
+from ..load import plausible
 from . import jsondoc as j
 from .errors import ResultsError, bounded
 from .registry import Format
@@ -54,15 +56,35 @@ def _record(path: Path, e: Any, i: int) -> tuple[RequestRecord, bool]:
     r.chunk_ns = [j.ns(t) for t in times]
     usage = resp.get("server_usage") if isinstance(resp.get("server_usage"), dict) else {}
     server = usage.get("completion_tokens")
-    if isinstance(server, int):
-        r.output_tokens, r.token_count_source = server, "server"
+    if isinstance(server, int) and not isinstance(server, bool):
+        r.output_tokens, r.token_count_source = j.count(r, server, "server_usage.completion_tokens"), "server"
     else:
-        r.output_tokens = int(j.number(path, j.need(path, resp, "output_tokens", rec), rec,
-                                       "info.response_metrics.output_tokens") or 0)
+        r.output_tokens = j.tokens(path, r, j.need(path, resp, "output_tokens", rec), rec,
+                                   "info.response_metrics.output_tokens")
         r.token_count_source = "tokenizer"
     if not r.chunk_ns:
         r.error = "no content chunk: inference-perf recorded no chunk times"
+    if r.ok:  # no more than asked, nor more than the text's bytes (+ special tokens)
+        text = e.get("response")
+        r.error = plausible.tokens(r.output_tokens, "output tokens", asked=_asked(e.get("request")),
+                                   text_bytes=len(text.encode("utf-8", "replace")) if isinstance(text, str) else None)
     return r, isinstance(server, int)
+
+
+def _asked(body: Any) -> int | None:
+    """The request's ``max_tokens`` (or ``max_completion_tokens``) from the body sent (a JSON string)."""
+    if isinstance(body, str) and len(body) <= j.SIDE_BYTES:
+        try:
+            body = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(body, dict):
+        return None
+    for key in ("max_tokens", "max_completion_tokens"):
+        v = body.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < plausible.INT64:
+            return v
+    return None
 
 
 def read(path: Path) -> list[tuple[str, ImportedRun]]:

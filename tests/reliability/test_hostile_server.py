@@ -211,3 +211,56 @@ def test_a_failed_starts_log_tail_is_shown_printable(tmp_path: Path) -> None:
     logged = LoggedEngines(object(), tmp_path, contextlib.nullcontext, RuntimeError)
     text = logged.failure_text("engine 'e' failed to start: boom", log, True)
     assert "\n    indented line\n  \\x1b[31mred\\x1b[0m" in text and _printable(text)
+
+
+@pytest.mark.parametrize("mode", ["usage=1e12", "usage+1e12", "usage=1e30", "usage=1e308", "usage+1e308",
+                                  "usage=100000000000000000000000000000000000000000", "usage=NaN", "usage=-5"])
+def test_absurd_usage_is_each_requests_named_error_never_a_pass(mode: str) -> None:
+    """Issue 38 item 6: a server whose usage says 1e12 tokens (once, or +1e12 a chunk) for a request
+    that asked 16 PASSed output_throughput at ~1e15 tok/s; 1e30 stored no samples; 1e308 was an
+    OverflowError in load/metrics.py. Each request is failed naming the count; the numbers kept are
+    finite int64s the store can write."""
+    from pytest_perfgate.contract import Request
+    from pytest_perfgate.engines.openai import OpenAIEngine
+    from pytest_perfgate.load.runner import run_load
+    from pytest_perfgate.load.schedule import LoadConfig
+    from pytest_perfgate.verdicts.samples import SampleError
+
+    server = HostileServer()
+    eng = OpenAIEngine("e", {"base_url": server.base_url, "model": "m", "timeout": 5, "ready_timeout": 5})
+    try:
+        eng.start()
+        run = run_load(eng, [Request(prompt=f"{mode} x", max_tokens=16)],
+                       LoadConfig(mode="concurrency", concurrency=1, num_requests=3))
+    finally:
+        eng.stop()
+        server.close()
+    assert len(run.records) == 3
+    for r in run.records:
+        assert r.error is not None and r.error.startswith(("implausible:", "usage is not a token count", "usage disagrees",
+                                                          "invalid JSON")), r.error  # 2e308: orjson's refusal
+        for v in (r.output_tokens, r.prompt_tokens, *r.chunk_tokens, *r.chunk_ns):
+            assert v is None or -(1 << 63) <= v < (1 << 63)
+    with pytest.raises(SampleError):
+        run.perfgate_data("output_throughput")
+    json.dumps(run.to_dict(), allow_nan=False)  # what the store writes: finite
+
+
+def test_usage_within_what_was_asked_is_kept() -> None:
+    """The bound is what was asked (+ slack): a plain stream of 4 chunks, usage 4 of max_tokens 16, passes."""
+    from pytest_perfgate.contract import Request
+    from pytest_perfgate.engines.openai import OpenAIEngine
+    from pytest_perfgate.load.runner import run_load
+    from pytest_perfgate.load.schedule import LoadConfig
+
+    server = HostileServer()
+    eng = OpenAIEngine("e", {"base_url": server.base_url, "model": "m", "timeout": 5, "ready_timeout": 5})
+    try:
+        eng.start()
+        run = run_load(eng, [Request(prompt="usage+1e0 x", max_tokens=16)],
+                       LoadConfig(mode="concurrency", concurrency=1, num_requests=2))
+    finally:
+        eng.stop()
+        server.close()
+    assert [r.error for r in run.records] == [None, None]
+    assert [r.output_tokens for r in run.records] == [4, 4]

@@ -361,10 +361,14 @@ def decode_generic(events: Sequence[Event], record: RequestRecord, api: str) -> 
         usage = obj.get("usage")
         cum: int | None = None
         if isinstance(usage, dict):
-            if usage.get("completion_tokens") is not None:
-                cum = int(usage["completion_tokens"])
-            if usage.get("prompt_tokens") is not None:
-                usage_in = int(usage["prompt_tokens"])
+            try:  # a count of NaN, Infinity or a string: this request's error (1e30: the load client's, load/plausible)
+                if usage.get("completion_tokens") is not None:
+                    cum = int(usage["completion_tokens"])
+                if usage.get("prompt_tokens") is not None:
+                    usage_in = int(usage["prompt_tokens"])
+            except (TypeError, ValueError, OverflowError):
+                record.error = record.error or f"usage is not a token count: {short(raw)}"
+                break
         has_text = False
         for choice in obj.get("choices") or ():
             if api == "chat":
