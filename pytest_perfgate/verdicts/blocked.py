@@ -31,10 +31,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special as spc
 from scipy import stats as sps
 
 from . import bounds as stats
+from . import shifts as level_shifts
 from .dependence import Dependence, block_sizes, blocks, estimate, tau_of
 from .samples import ARRIVAL, Proportion
 
@@ -48,8 +50,21 @@ def censor(x: Array, over: int) -> Array:
     send times are not kept with the values)."""
     if over <= 0:
         return x
-    at = np.linspace(0, x.size, over, endpoint=False).astype(np.int64) if over > 1 else np.asarray([x.size // 2])
-    return np.insert(x, at, np.inf)
+    return np.insert(x, _censor_at(int(x.size), over), np.inf)
+
+
+def _censor_at(n: int, over: int) -> npt.NDArray[np.int64]:
+    return np.linspace(0, n, over, endpoint=False).astype(np.int64) if over > 1 else np.asarray([n // 2], dtype=np.int64)
+
+
+def censor_dependence(dep: Dependence, over: int) -> Dependence:
+    """``dep`` of a run with ``over`` failed requests inserted by :func:`censor` (its level shifts
+    moved past them)."""
+    if over <= 0:
+        return dep
+    at = _censor_at(dep.n, over)
+    cuts = tuple(int(c + np.count_nonzero(at <= c)) for c in dep.shifts)
+    return replace(dep, n=dep.n + over, shifts=cuts)
 
 
 def indicator_tau(hit: np.ndarray) -> float:
@@ -61,12 +76,24 @@ def indicator_tau(hit: np.ndarray) -> float:
 
 
 def for_quantile(x: Array, q: float, dep: Dependence) -> Dependence:
-    """``dep`` with ``tau`` raised to the clustering of the q-quantile's tail (``D`` above)."""
+    """``dep`` with ``tau`` raised to the clustering of the q-quantile's tail (``D`` above). A run
+    whose level shifted (``dep.shifts``, :mod:`.shifts`) counts the memory within its segments: the
+    larger of the scores' tau there and the tail indicator's, less each segment's share of the tail."""
     if not dep.dependent:
         return dep
     level = stats.empirical_quantile(x[np.isfinite(x)], q) if np.isfinite(x).any() else math.inf
     tail = x >= level if q >= 0.5 else x <= level
+    if dep.shifted and dep.shifts[-1] < x.size:
+        return replace(dep, tau=max(dep.within, _within_indicator_tau(tail, dep.shifts)))
     return replace(dep, tau=max(dep.tau, indicator_tau(tail)))
+
+
+def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> float:
+    """:func:`indicator_tau` of the indicator less each segment's mean (its share of the tail)."""
+    k = int(np.count_nonzero(hit))
+    if k < 2 or k > hit.size - 2:
+        return 1.0
+    return tau_of(level_shifts.residual(hit.astype(np.float64), cuts), max(20, hit.size // 4))
 
 
 def _effective(n: int, count: int, dep: Dependence) -> tuple[int, int]:
@@ -223,7 +250,7 @@ def arrival_rate(d: Proportion) -> tuple[Proportion, Dependence]:
         return d, Dependence(d.trials)
     hit = np.asarray(d.cluster_successes, dtype=np.float64) > 0
     flat = replace(d, cluster_successes=(), cluster_trials=(), cluster_unit="request")
-    dep = estimate(hit.astype(np.float64))
+    dep = estimate(hit.astype(np.float64), shifts=False)  # a failure burst is memory, not a level
     if not dep.dependent:
         return flat, dep
     return flat, replace(dep, tau=max(dep.tau, indicator_tau(hit)))

@@ -52,6 +52,7 @@ from .acceptance import requests_to_decide
 from .dependence import Dependence
 from .rules import censored, decide, display_unit, proportion_bounds
 from .samples import Data, Proportion, SampleError, Samples
+from .shifts import levels as shift_levels
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
         note = ""
         if over:  # failed requests within the error budget: over the limit, never dropped
             x = blocked.censor(x, over)
-            dep = replace(dep, n=int(x.size))
+            dep = blocked.censor_dependence(dep, over)
             note = f"{over} failed request(s) counted as over the limit (censored: {d.requests.listed(3) if d.requests else ''})"
         dep = blocked.for_quantile(x, q, dep)
         b = blocked.quantile_bounds(x, q, c, dep)
@@ -239,8 +240,23 @@ class QuantileMethod(kinds.QuantileKind, Method):
         if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
             fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
             cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
+        if dep.shifted:
+            details.update(level_shifts=float(len(dep.shifts)), dependence_tau_run=float(d.dependence().tau))
+            note = "; ".join(v for v in (note, shift_note(x, dep, what)) if v)
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
                         dependence_note(note, dep, cost, what), details)
+
+
+def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:
+    """What a run whose level shifted can claim: "the run's level shifted 6 times (at requests 300,
+    ...; segment medians up to 1.7x apart): the bound covers this run's own mix of levels ..."."""
+    lv = [v for v in shift_levels(x, dep.shifts) if math.isfinite(v)]
+    spread = f"; segment medians up to {max(lv) / min(lv):.2g}x apart" if lv and min(lv) > 0 else ""
+    at = ", ".join(f"{c + 1:,}" for c in dep.shifts[:5]) + (", ..." if len(dep.shifts) > 5 else "")
+    times = "once" if len(dep.shifts) == 1 else f"{len(dep.shifts)} times"
+    return (f"the run's level shifted {times} (at {what[0]} {at}{spread}): the bound covers this run's own mix "
+            f"of levels (the percentile over its {what[0]}), counting the memory within each level; a long-run "
+            "claim needs runs that span the levels (repeat the run at other times and gate the runs together)")
 
 
 def dependence_note(note: str, dep: Dependence, cost: str = "", what: tuple[str, str] = ("requests", "request")) -> str:
