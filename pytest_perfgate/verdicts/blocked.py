@@ -42,6 +42,8 @@ from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
 MEAN_MULTIPLE = 3.0
+FAR = 2.0  # a limit >= FAR x the largest value is "far": decided on the tail's clustering ...
+FAR_MEMORY = 50.0  # ... when the run is >= FAR_MEMORY x its memory long (benchmarks/bench_level_shifts.py)
 MIN_BLOCKS = 20
 
 
@@ -83,9 +85,17 @@ def for_quantile(x: Array, q: float, dep: Dependence) -> Dependence:
         return dep
     level = stats.empirical_quantile(x[np.isfinite(x)], q) if np.isfinite(x).any() else math.inf
     tail = x >= level if q >= 0.5 else x <= level
-    if dep.shifted and dep.shifts[-1] < x.size:
-        return replace(dep, tau=max(dep.within, _within_indicator_tau(tail, dep.shifts)))
-    return replace(dep, tau=max(dep.tau, indicator_tau(tail)))
+    shifted = dep.shifted and dep.shifts[-1] < x.size
+    memory, tail_tau = (dep.within, _within_indicator_tau(tail, dep.shifts)) if shifted else (dep.tau, indicator_tau(tail))
+    far = max(1.0, tail_tau) if x.size >= FAR_MEMORY * memory and q >= 0.5 else 0.0
+    return replace(dep, tau=max(memory, tail_tau), far=far, shifts=dep.shifts if shifted else ())
+
+
+def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:
+    """A ``max`` limit at least :data:`FAR` times every value of a run long against its memory
+    (``dep.far`` set): its pass is decided on the tail's own clustering (``D = dep.far``)."""
+    return (direction == "max" and dep.far > 0 and x.size > 0 and bool(np.isfinite(x).all())
+            and float(x.max()) > 0 and thr >= FAR * float(x.max()))
 
 
 def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> float:
@@ -104,6 +114,10 @@ def _effective(n: int, count: int, dep: Dependence) -> tuple[int, int]:
     return max(1, int(n / d)), int(math.ceil(count / d - 1e-9))
 
 
+def _far(dep: Dependence) -> Dependence:
+    return replace(dep, tau=dep.far)
+
+
 def _passes(n: int, count: int, q: float, c: float, dep: Dependence) -> bool:
     return stats.quantile_pass_possible(*_effective(n, count, dep), q, c)
 
@@ -119,7 +133,7 @@ def decision(x: Array, q: float, c: float, direction: str, thr: float, dep: Depe
     against_pass, against_fail = (over, under) if direction == "max" else (under, over)
     if direction != "max":
         q = 1 - q
-    if _passes(n, against_pass, q, c, dep):
+    if _passes(n, against_pass, q, c, dep) or (far_limit(x, thr, direction, dep) and _passes(n, 0, q, c, _far(dep))):
         return "pass", None
     if _passes(n, against_fail, 1 - q, c, dep):
         return "fail", None
@@ -177,6 +191,8 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
     upper = float(s[_first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
     if math.isinf(upper) and s.size and not np.isinf(x).any() and _passes(n, 0, q, c, dep):
         upper = float(np.nextafter(s[-1], math.inf))  # no observed value passes, but any limit above them all does
+    if math.isinf(upper) and s.size and far_limit(x, FAR * float(s[-1]), "max", dep) and _passes(n, 0, q, c, _far(dep)):
+        upper = FAR * float(s[-1])  # a far limit passes (far_limit): the smallest is FAR x the largest value
     j = _first(s.size, lower_fails)
     lower = float(s[j - 1]) if j > 0 else -math.inf
     if j == 0 and s.size and not np.isinf(x).any() and _passes(n, 0, 1 - q, c, dep):

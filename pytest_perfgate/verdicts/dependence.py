@@ -63,6 +63,7 @@ class Dependence:
     tau: float = 1.0
     shifts: tuple[int, ...] = ()  # level shifts (first request of each new segment, arrival order)
     within: float = 1.0  # tau within the segments (when ``shifts``): the memory the shifts leave
+    far: float = 0.0  # D for a limit far beyond every value (blocked.for_quantile; 0: none)
 
     @property
     def shifted(self) -> bool:

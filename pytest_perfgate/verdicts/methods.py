@@ -240,11 +240,22 @@ class QuantileMethod(kinds.QuantileKind, Method):
         if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
             fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
             cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
+        if outcome == "pass" and gate.direction is not None and gate.threshold is not None \
+                and blocked.far_limit(x, gate.threshold.base, gate.direction, dep):
+            details["far_limit_tau"] = float(dep.far)
+            note = "; ".join(v for v in (note, far_note(dep, what)) if v)
         if dep.shifted:
             details.update(level_shifts=float(len(dep.shifts)), dependence_tau_run=float(d.dependence().tau))
             note = "; ".join(v for v in (note, shift_note(x, dep, what)) if v)
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
                         dependence_note(note, dep, cost, what), details)
+
+
+def far_note(dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:
+    """Why a limit far beyond every value passes on the tail's clustering, and what that assumes."""
+    return (f"the limit is >= {blocked.FAR:g}x every value: decided on how the run's slowest {what[0]} cluster "
+            f"(D {dep.far:.3g}), not on the memory of its bulk; the run is >= "
+            f"{blocked.FAR_MEMORY:g}x its memory long, and assumes no excursion to the limit that it never showed")
 
 
 def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:

@@ -31,7 +31,7 @@ import numpy.typing as npt
 Array = npt.NDArray[np.float64]
 
 MAX_SHIFTS = 20
-GUARD = 20.0  # every segment >= GUARD x the residual tau
+GUARD = 15.0  # every segment >= GUARD x the residual tau
 PEN, PEN_STRONG, STRONG = 2.0, 1.0, 8.0  # penalty x log(n); PEN_STRONG when tau falls >= STRONG-fold
 MIN_SEGMENT = 50
 

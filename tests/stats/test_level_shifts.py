@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import queue_runs
 import queues
 import regimes
 from simhelp import assert_rate
@@ -50,7 +51,7 @@ def test_the_issue_run_passes_gates_far_inside_their_limits(th: Thresholds, stat
     q = float(stat[1:]) / 100
     rate = _rate(_gate(th, stat, 10 * regimes.run_quantile(lev[0], q)), v)
     print(f"POWER {stat} at 10x the limit, the issue's decile levels, n {n}: {rate:.3f}")
-    assert rate >= 0.97
+    assert rate >= 0.99
 
 
 @pytest.mark.parametrize(("model", "n"), [("deciles", 1000), ("switching", 3000), ("drift", 3000)])
@@ -96,3 +97,29 @@ def test_stationary_queues_are_rarely_segmented() -> None:
     assert np.mean(shifted) <= 0.1
     decile_runs = regimes.series(np.random.default_rng(6), regimes.deciles(30, 1000))
     assert np.mean([dp.estimate(x).shifted for x in decile_runs]) >= 0.9
+
+
+def test_a_limit_far_beyond_every_value_passes_on_the_tails_clustering(th: Thresholds) -> None:
+    """A closed loop of 4 in flight, 1,000 requests, a P99 at 3x its limit: the bulk's memory (each
+    latency shares 3 of its 4 services with the next) asked for >= ~1,200 requests; the limit is >= 2x
+    every value, so the clustering of the run's slowest requests decides (before: 0%)."""
+    from scipy import stats
+
+    limit = float(stats.gamma.ppf(0.99, 4))
+    _, _, lat = queue_runs.closed_loop(np.random.default_rng(12), TRIALS // 2, 1000, 4, 1.0)
+    rate = _rate(_gate(th, "p99", 3000 * limit), lat)
+    print(f"POWER P99 at 3x the limit, closed loop of 4, n 1000: {rate:.3f}")
+    assert rate >= 0.8
+    verdict = evaluate(_gate(th, "p99", 3000 * limit), make_samples(lat[0] / 1000, "s", sent=np.arange(1000.0)))
+    assert "the limit is >= 2x every value" in verdict.note and "far_limit_tau" in verdict.details
+
+
+@pytest.mark.parametrize(("rho", "n"), [(0.9, 1000), (0.97, 3000)])
+def test_far_limits_keep_the_rate_on_queues_with_long_memory(th: Thresholds, rho: float, n: int) -> None:
+    """A run that spent its length in a quiet stretch of a high-utilisation queue can sit under half
+    the true P99: the far rule needs a run >= 50x its memory long, which such a run is not (without
+    that guard: 5.3% / 8.7%, benchmarks/results-level-shifts.txt)."""
+    rng = np.random.default_rng(int(rho * 1000) + n)
+    v, _ = queues.mm1(rng, TRIALS, n, rho)
+    rate = _rate(_gate(th, "p99", 1000 * queues.mm1_quantile(0.99, rho)), v)
+    assert_rate(f"P99 at the true limit (far rule), M/M/1 {rho}, n {n}", rate, TRIALS)
