@@ -24,3 +24,14 @@ def test_a_dependent_comparison_counts_the_requests_it_needs(th: Thresholds) -> 
     assert verdict.outcome == "inconclusive" and verdict.needed is not None and verdict.needed > 150
     assert f"need >= {verdict.needed} samples a run ({verdict.needed - 150} more in the smaller)" in verdict.summary()
     assert "at their dependence: the 36 independent samples a run's bound needs take" in verdict.note
+
+
+def test_a_dependent_projection_states_no_chance_and_calls_its_count_a_floor(th: Thresholds) -> None:
+    """Fresh runs of the projected size decided 5-88% of the time on M/M/1 0.5-0.7 where the verdict
+    said 91-100% (a short run's own D is too low to project from): the chance is no longer stated."""
+    v, sent = queues.mm1(np.random.default_rng(4), 1, 1000, 0.5)
+    gate = dataclasses.replace(th.gate("ttft_p99"), threshold=parse_quantity(f"{1.5 * queues.mm1_quantile(0.99, 0.5)!r} s"))
+    verdict = evaluate(gate, make_samples(v[0], "s", sent=sent[0]))
+    assert verdict.outcome == "inconclusive" and verdict.needed
+    assert "that many decide" not in verdict.summary() and "needed_chance" not in verdict.details
+    assert "treat it as a floor" in verdict.note
