@@ -252,7 +252,7 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shif
         return Dependence(n)
     tau = tau_of(s)
     b = max(int(math.ceil(MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
-    found = level_shifts.find(s, tau) if shifts else None
+    found = level_shifts.find(s, tau, tau_of) if shifts else None
     if found is None:
         return Dependence(n, min(b, n), BLOCKS, tau)
     return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau))
