@@ -31,15 +31,19 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special as spc
 from scipy import stats as sps
 
 from . import bounds as stats
+from . import shifts as level_shifts
 from .dependence import Dependence, block_sizes, blocks, estimate, tau_of
 from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
 MEAN_MULTIPLE = 3.0
+FAR = 2.0  # a limit >= FAR x the largest value is "far": decided on the tail's clustering ...
+FAR_MEMORY = 50.0  # ... when the run is >= FAR_MEMORY x its memory long (benchmarks/bench_level_shifts.py)
 MIN_BLOCKS = 20
 
 
@@ -48,8 +52,21 @@ def censor(x: Array, over: int) -> Array:
     send times are not kept with the values)."""
     if over <= 0:
         return x
-    at = np.linspace(0, x.size, over, endpoint=False).astype(np.int64) if over > 1 else np.asarray([x.size // 2])
-    return np.insert(x, at, np.inf)
+    return np.insert(x, _censor_at(int(x.size), over), np.inf)
+
+
+def _censor_at(n: int, over: int) -> npt.NDArray[np.int64]:
+    return np.linspace(0, n, over, endpoint=False).astype(np.int64) if over > 1 else np.asarray([n // 2], dtype=np.int64)
+
+
+def censor_dependence(dep: Dependence, over: int) -> Dependence:
+    """``dep`` of a run with ``over`` failed requests inserted by :func:`censor` (its level shifts
+    moved past them)."""
+    if over <= 0:
+        return dep
+    at = _censor_at(dep.n, over)
+    cuts = tuple(int(c + np.count_nonzero(at <= c)) for c in dep.shifts)
+    return replace(dep, n=dep.n + over, shifts=cuts)
 
 
 def indicator_tau(hit: np.ndarray) -> float:
@@ -61,12 +78,32 @@ def indicator_tau(hit: np.ndarray) -> float:
 
 
 def for_quantile(x: Array, q: float, dep: Dependence) -> Dependence:
-    """``dep`` with ``tau`` raised to the clustering of the q-quantile's tail (``D`` above)."""
+    """``dep`` with ``tau`` raised to the clustering of the q-quantile's tail (``D`` above). A run
+    whose level shifted (``dep.shifts``, :mod:`.shifts`) counts the memory within its segments: the
+    larger of the scores' tau there and the tail indicator's, less each segment's share of the tail."""
     if not dep.dependent:
         return dep
     level = stats.empirical_quantile(x[np.isfinite(x)], q) if np.isfinite(x).any() else math.inf
     tail = x >= level if q >= 0.5 else x <= level
-    return replace(dep, tau=max(dep.tau, indicator_tau(tail)))
+    shifted = dep.shifted and dep.shifts[-1] < x.size
+    memory, tail_tau = (dep.within, _within_indicator_tau(tail, dep.shifts)) if shifted else (dep.tau, indicator_tau(tail))
+    far = max(1.0, tail_tau) if x.size >= FAR_MEMORY * memory and q >= 0.5 else 0.0
+    return replace(dep, tau=max(memory, tail_tau), far=far, shifts=dep.shifts if shifted else ())
+
+
+def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:
+    """A ``max`` limit at least :data:`FAR` times every value of a run long against its memory
+    (``dep.far`` set): its pass is decided on the tail's own clustering (``D = dep.far``)."""
+    return (direction == "max" and dep.far > 0 and x.size > 0 and bool(np.isfinite(x).all())
+            and float(x.max()) > 0 and thr >= FAR * float(x.max()))
+
+
+def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> float:
+    """:func:`indicator_tau` of the indicator less each segment's mean (its share of the tail)."""
+    k = int(np.count_nonzero(hit))
+    if k < 2 or k > hit.size - 2:
+        return 1.0
+    return tau_of(level_shifts.residual(hit.astype(np.float64), cuts), max(20, hit.size // 4))
 
 
 def _effective(n: int, count: int, dep: Dependence) -> tuple[int, int]:
@@ -75,6 +112,10 @@ def _effective(n: int, count: int, dep: Dependence) -> tuple[int, int]:
         return n, count
     d = max(dep.tau, 1.0)
     return max(1, int(n / d)), int(math.ceil(count / d - 1e-9))
+
+
+def _far(dep: Dependence) -> Dependence:
+    return replace(dep, tau=dep.far)
 
 
 def _passes(n: int, count: int, q: float, c: float, dep: Dependence) -> bool:
@@ -92,7 +133,7 @@ def decision(x: Array, q: float, c: float, direction: str, thr: float, dep: Depe
     against_pass, against_fail = (over, under) if direction == "max" else (under, over)
     if direction != "max":
         q = 1 - q
-    if _passes(n, against_pass, q, c, dep):
+    if _passes(n, against_pass, q, c, dep) or (far_limit(x, thr, direction, dep) and _passes(n, 0, q, c, _far(dep))):
         return "pass", None
     if _passes(n, against_fail, 1 - q, c, dep):
         return "fail", None
@@ -150,6 +191,8 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
     upper = float(s[_first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
     if math.isinf(upper) and s.size and not np.isinf(x).any() and _passes(n, 0, q, c, dep):
         upper = float(np.nextafter(s[-1], math.inf))  # no observed value passes, but any limit above them all does
+    if math.isinf(upper) and s.size and far_limit(x, FAR * float(s[-1]), "max", dep) and _passes(n, 0, q, c, _far(dep)):
+        upper = FAR * float(s[-1])  # a far limit passes (far_limit): the smallest is FAR x the largest value
     j = _first(s.size, lower_fails)
     lower = float(s[j - 1]) if j > 0 else -math.inf
     if j == 0 and s.size and not np.isinf(x).any() and _passes(n, 0, 1 - q, c, dep):
@@ -223,7 +266,7 @@ def arrival_rate(d: Proportion) -> tuple[Proportion, Dependence]:
         return d, Dependence(d.trials)
     hit = np.asarray(d.cluster_successes, dtype=np.float64) > 0
     flat = replace(d, cluster_successes=(), cluster_trials=(), cluster_unit="request")
-    dep = estimate(hit.astype(np.float64))
+    dep = estimate(hit.astype(np.float64), shifts=False)  # a failure burst is memory, not a level
     if not dep.dependent:
         return flat, dep
     return flat, replace(dep, tau=max(dep.tau, indicator_tau(hit)))

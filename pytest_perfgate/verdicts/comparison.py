@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import Gate
 from ..config.units import format_value, note_unit, unit
+from . import blocked
 from . import bounds as stats
 from .interleaved import runs_needed
 from .methods import Estimate, Method, comparison_for, method_for
@@ -38,6 +39,12 @@ def _point(gate: Gate, d: Data) -> float:
 def _side_bounds(gate: Gate, d: Data, c: float) -> stats.Bounds:
     """One run's own bounds at confidence ``c`` (both sides)."""
     return _side(gate, d).side_bounds(gate.statistic, d, c)  # type: ignore[arg-type]
+
+
+def _per_independent(d: Samples, q: float) -> float:
+    """Requests of one run that carry one independent request's information at its q-quantile."""
+    x = d.ordered()
+    return blocked.for_quantile(x, q, d.dependence()).per_independent
 
 
 def _is_runs(x: Any) -> bool:
@@ -96,6 +103,13 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> Estimate:
     if outcome == "inconclusive" and not math.isfinite(b.lower) and not math.isfinite(b.upper):
         needed = method.decidable_size(gate.statistic.q, None, c, "compare") if b.method == PER_RUN_METHOD else None
         note += "; too few samples per run for a bound"
+        if needed is not None and gate.statistic.q is not None and isinstance(a, Samples) and isinstance(r, Samples):
+            per = max(_per_independent(a, gate.statistic.q), _per_independent(r, gate.statistic.q))
+            if needed * per > n:  # the requests are there; their dependence leaves too few independent ones
+                note += (f" at their dependence: the {needed} independent samples a run's bound needs take "
+                         f">= {math.ceil(needed * per):,} requests a run (about {per:.3g} carry one independent "
+                         f"request's information), {max(0, math.ceil(needed * per) - n):,} more in the smaller")
+                needed = math.ceil(needed * per)
     elif (outcome == "inconclusive" and b.method == PER_RUN_METHOD and gate.statistic.q is not None
           and isinstance(a, Samples) and isinstance(r, Samples)):
         needed = _quantile_needed(gate, cmp, a, r, c2, obs)

@@ -37,6 +37,8 @@ import numpy.typing as npt
 from scipy import special as spc
 from scipy import stats as sps
 
+from . import shifts as level_shifts
+
 Array = npt.NDArray[np.float64]
 
 MULTIPLE = 3.0  # block = MULTIPLE x tau (tuned by simulation: docs/statistics.md)
@@ -59,6 +61,14 @@ class Dependence:
     block: int = 1
     method: str = INDEPENDENT
     tau: float = 1.0
+    shifts: tuple[int, ...] = ()  # level shifts (first request of each new segment, arrival order)
+    within: float = 1.0  # tau within the segments (when ``shifts``): the memory the shifts leave
+    far: float = 0.0  # D for a limit far beyond every value (blocked.for_quantile; 0: none)
+
+    @property
+    def shifted(self) -> bool:
+        """The run's level shifted (:mod:`.shifts`): quantiles then count its memory within segments."""
+        return bool(self.shifts)
 
     @property
     def blocks(self) -> int:
@@ -101,7 +111,10 @@ class Dependence:
         return int(math.ceil(independent_n * self.per_independent))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "block": self.block, "method": self.method, "tau": self.tau}
+        d: dict[str, Any] = {"n": self.n, "block": self.block, "method": self.method, "tau": self.tau}
+        if self.shifts:
+            d.update(shifts=list(self.shifts), within=self.within)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Dependence:
@@ -109,7 +122,11 @@ class Dependence:
         ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (n, b, tau))
         if not ok:
             return cls(0)
-        return cls(int(n), max(1, int(b)), str(d.get("method", INDEPENDENT)), max(1.0, float(tau)))
+        cuts, within = d.get("shifts", []), d.get("within", 1.0)
+        good = (isinstance(cuts, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in cuts)
+                and isinstance(within, (int, float)) and not isinstance(within, bool))
+        return cls(int(n), max(1, int(b)), str(d.get("method", INDEPENDENT)), max(1.0, float(tau)),
+                   tuple(cuts) if good else (), max(1.0, float(within)) if good else 1.0)
 
     def details(self) -> dict[str, float]:
         """The numbers a verdict stores in its ``details`` (decisions.json)."""
@@ -217,11 +234,13 @@ def detected(rho: Array, n: int) -> bool:
     return z > float(sps.norm.ppf(1 - DETECT_ALPHA))
 
 
-def estimate(values: Any, *, send_times: Any = None, end_times: Any = None) -> Dependence:
+def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shifts: bool = True) -> Dependence:
     """The dependence of per-request ``values`` and the block length a verdict decides on.
 
     ``values`` are in arrival order, or put in it by ``send_times`` (one per value). ``end_times``
-    is accepted for open-loop runs (idle instants: reserved; the block length comes from the values)."""
+    is accepted for open-loop runs (idle instants: reserved; the block length comes from the values).
+    ``shifts``: look for level shifts (:mod:`.shifts`) in a dependent run; ``tau`` and ``block``
+    stay the whole run's (means and rates), ``shifts`` and ``within`` serve the quantiles."""
     x = np.asarray(values, dtype=np.float64).ravel()
     if send_times is not None:
         x = x[arrival_order(send_times)]
@@ -233,7 +252,10 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None) -> D
         return Dependence(n)
     tau = tau_of(s)
     b = max(int(math.ceil(MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
-    return Dependence(n, min(b, n), BLOCKS, tau)
+    found = level_shifts.find(s, tau, tau_of) if shifts else None
+    if found is None:
+        return Dependence(n, min(b, n), BLOCKS, tau)
+    return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau))
 
 
 def block_sizes(n: int, block: int) -> npt.NDArray[np.int64]:

@@ -52,6 +52,7 @@ from .acceptance import requests_to_decide
 from .dependence import Dependence
 from .rules import censored, decide, display_unit, proportion_bounds
 from .samples import Data, Proportion, SampleError, Samples
+from .shifts import levels as shift_levels
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
         note = ""
         if over:  # failed requests within the error budget: over the limit, never dropped
             x = blocked.censor(x, over)
-            dep = replace(dep, n=int(x.size))
+            dep = blocked.censor_dependence(dep, over)
             note = f"{over} failed request(s) counted as over the limit (censored: {d.requests.listed(3) if d.requests else ''})"
         dep = blocked.for_quantile(x, q, dep)
         b = blocked.quantile_bounds(x, q, c, dep)
@@ -231,7 +232,11 @@ class QuantileMethod(kinds.QuantileKind, Method):
         else:
             outcome, needed = blocked.decision(x, q, c, gate.direction, gate.threshold.base, dep)
         details = dep.details() if dep.dependent else {}
-        if needed and gate.direction is not None and gate.threshold is not None:
+        floor = ""
+        if needed and dep.dependent:  # a run's own dependence projects too low: no chance is stated (issue 39)
+            floor = (f"the count assumes this run's dependence, which a run of {int(x.size):,} tends to underestimate "
+                     "(fresh runs of the projected size decided 5-88% of the time on M/M/1 0.5-0.7): treat it as a floor")
+        elif needed and gate.direction is not None and gate.threshold is not None:
             chance = blocked.decide_chance(x, q, c, gate.direction, gate.threshold.base, dep, needed)
             if math.isfinite(chance):
                 details["needed_chance"] = round(chance, 3)
@@ -239,8 +244,36 @@ class QuantileMethod(kinds.QuantileKind, Method):
         if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
             fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
             cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
+        if outcome == "pass" and gate.direction is not None and gate.threshold is not None \
+                and blocked.far_limit(x, gate.threshold.base, gate.direction, dep):
+            details["far_limit_tau"] = float(dep.far)
+            note = "; ".join(v for v in (note, far_note(dep, what)) if v)
+        if floor:
+            note = "; ".join(v for v in (note, floor) if v)
+        if dep.shifted:
+            details.update(level_shifts=float(len(dep.shifts)), dependence_tau_run=float(d.dependence().tau))
+            note = "; ".join(v for v in (note, shift_note(x, dep, what)) if v)
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
                         dependence_note(note, dep, cost, what), details)
+
+
+def far_note(dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:
+    """Why a limit far beyond every value passes on the tail's clustering, and what that assumes."""
+    return (f"the limit is >= {blocked.FAR:g}x every value: decided on how the run's slowest {what[0]} cluster "
+            f"(D {dep.far:.3g}), not on the memory of its bulk; the run is >= "
+            f"{blocked.FAR_MEMORY:g}x its memory long, and assumes no excursion to the limit that it never showed")
+
+
+def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:
+    """What a run whose level shifted can claim: "the run's level shifted 6 times (at requests 300,
+    ...; segment medians up to 1.7x apart): the bound covers this run's own mix of levels ..."."""
+    lv = [v for v in shift_levels(x, dep.shifts) if math.isfinite(v)]
+    spread = f"; segment medians up to {max(lv) / min(lv):.2g}x apart" if lv and min(lv) > 0 else ""
+    at = ", ".join(f"{c + 1:,}" for c in dep.shifts[:5]) + (", ..." if len(dep.shifts) > 5 else "")
+    times = "once" if len(dep.shifts) == 1 else f"{len(dep.shifts)} times"
+    return (f"the run's level shifted {times} (at {what[0]} {at}{spread}): the bound covers this run's own mix "
+            f"of levels (the percentile over its {what[0]}), counting the memory within each level; a long-run "
+            "claim needs runs that span the levels (repeat the run at other times and gate the runs together)")
 
 
 def dependence_note(note: str, dep: Dependence, cost: str = "", what: tuple[str, str] = ("requests", "request")) -> str:

@@ -179,8 +179,8 @@ def test_sequential_looks_account_for_dependence(th: Thresholds) -> None:
 
 def test_the_scaffolds_design_decides_a_p99_within_its_budget(th: Thresholds) -> None:
     """`perfgate init`'s test: one closed loop of 4 requests in flight. Its latencies overlap (each is
-    the sum of 4 services, 3 shared with the previous request): at 1,000 requests no P99 gate passes
-    even at twice its limit (the verdict asks for more), so the scaffold sends 3,000, where a P99 at
+    the sum of 4 services, 3 shared with the previous request): at 1,000 requests a P99 gate at twice
+    its limit passes only in the rare run with no value near the P99 (0.5%, the far rule) (the verdict asks for more), so the scaffold sends 3,000, where a P99 at
     1.5x its limit passes and one exactly at it passes within the rate."""
     import queue_runs  # tests/queue_runs.py
 
@@ -190,7 +190,8 @@ def test_the_scaffolds_design_decides_a_p99_within_its_budget(th: Thresholds) ->
     _, _, small = queue_runs.closed_loop(rng, trials, 1000, users, 1.0)
     _, _, full = queue_runs.closed_loop(rng, trials, 3000, users, 1.0)
     gate = th.gate("ttft_p99")
-    assert _pass_rate(_at(gate, 2 * limit), small, _sends(small)) == 0.0
+    # at 2x its limit, passes only where no value reached the P99 (a limit >= 2x every value: the far rule)
+    assert _pass_rate(_at(gate, 2 * limit), small, _sends(small)) <= 0.01
     power = _pass_rate(_at(gate, 1.5 * limit), full, _sends(full))
     print(f"POWER P99 at 1.5x the limit, closed loop of 4, n 3000: {power:.3f}")
     assert power >= 0.9

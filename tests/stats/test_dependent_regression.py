@@ -61,3 +61,21 @@ def test_false_alarm_at_the_tolerance(case: str, label: str) -> None:
     if case == "0.9":
         assert old > 0.15  # the former test's failure, reproduced
     assert_rate(f"P99 regression, {label}", new, trials)
+
+
+def test_plain_samples_are_taken_in_list_order(th: object) -> None:
+    """A baseline regression on plain lists (no send times, e.g. ``perfgate.samples([...])``): their
+    dependence is estimated in list order (before: taken as independent, 25% false alarms at AR(1) 0.9)."""
+    from pytest_perfgate import make_samples
+    from pytest_perfgate.config import Thresholds
+    from pytest_perfgate.store.baseline import _quantile_shift
+
+    assert isinstance(th, Thresholds)
+    gate, trials = th.gate("ttft_p99"), 150
+    rng = np.random.default_rng(54)
+    alarms = 0
+    for _ in range(trials):
+        ref, cur = np.exp(ar1(rng, 0.9, SIGMA)), np.exp(ar1(rng, 0.9, SIGMA)) * (1 + TOL)
+        got = _quantile_shift(gate, make_samples(cur, "s"), make_samples(ref, "s"), 1 + TOL, True)
+        alarms += got.p_worse <= 1 - C
+    assert_rate("P99 regression, plain lists, AR(1) phi 0.9", alarms / trials, trials)
