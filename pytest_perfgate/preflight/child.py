@@ -105,7 +105,8 @@ class _Child:
 
     def run(self, deadline: float) -> tuple[int | None, float | None]:
         """(exit status, None) or (None, deadline) when it made no progress in time."""
-        p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd = self.cmd  # an argument list, never a shell
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              errors="replace", start_new_session=True)
         q: queue.Queue[str | None] = queue.Queue()
         assert p.stdout is not None and p.stderr is not None

@@ -94,15 +94,16 @@ class LiveStore:
         return v
 
     def _branch_ref(self, branch: str | None) -> BaselineRef | None:
-        """A gate's ``regression = { vs = BRANCH }``: the branch in this results directory's history
-        (read in the current directory's git repository); None, with one warning, when it names nothing."""
+        """A gate's ``regression = { vs = BRANCH }``: the branch in the session's history (a shared
+        one, a PostgreSQL URL, when set; read in the current directory's git repository); None, with one warning, when it names nothing."""
         if branch is None:
             return None
         if branch not in self._branch_refs:
             from .baseline import resolve
 
             try:
-                self._branch_refs[branch] = resolve(branch, self.out_dir, Path.cwd())
+                at = self.history_at if self.fallback is None else self.local_history  # the shared history too
+                self._branch_refs[branch] = resolve(branch, self.out_dir, Path.cwd(), at)
             except ValueError as e:
                 why = str(e).replace(f"--perfgate-baseline {branch}: ", "")
                 warnings.warn(f"perfgate: gate regression vs {branch!r} not compared: {why}", stacklevel=4)
