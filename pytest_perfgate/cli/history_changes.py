@@ -17,6 +17,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..store.backend import Location, label
+
 OK, USAGE = 0, 2
 
 
@@ -27,7 +29,7 @@ def _alpha(ns: argparse.Namespace) -> float:
     return a
 
 
-def _all_series(ns: argparse.Namespace, db: Path, gates: list[str]) -> list[Any]:
+def _all_series(ns: argparse.Namespace, db: Location, gates: list[str]) -> list[Any]:
     from ..store import trend
 
     cwd = Path.cwd()
@@ -38,7 +40,7 @@ def _all_series(ns: argparse.Namespace, db: Path, gates: list[str]) -> list[Any]
     return out
 
 
-def changes(ns: argparse.Namespace, db: Path) -> int:
+def changes(ns: argparse.Namespace, db: Location) -> int:
     from ..store import trend
     from ..verdicts.changepoints import METHOD
 
@@ -53,7 +55,7 @@ def changes(ns: argparse.Namespace, db: Path) -> int:
             rows.append({"gate": s.gate, "branch": s.branch, **d, "unit": s.unit, "method": METHOD,
                          "alpha": _alpha(ns)})
     if ns.json:
-        print(json.dumps({"results": str(db.parent), "alpha": _alpha(ns), "method": METHOD,
+        print(json.dumps({"history": label(db), "alpha": _alpha(ns), "method": METHOD,
                           "series": [{"gate": s.gate, "branch": s.branch, "runs": len(s.points)} for s in series],
                           "changes": rows}, indent=2))
         return OK
@@ -68,7 +70,7 @@ def changes(ns: argparse.Namespace, db: Path) -> int:
     return OK
 
 
-def site(ns: argparse.Namespace, db: Path) -> int:
+def site(ns: argparse.Namespace, db: Location) -> int:
     from ..store import trend
     from ..verdicts.changepoints import METHOD
     from ..writers.trend_site import write_site
