@@ -94,6 +94,20 @@ def test_gate_option_regression_vs_main(tmp_path: Path, monkeypatch: pytest.Monk
     assert v.outcome == "fail" and "vs main (commits" in v.note
 
 
+def test_gate_option_vs_main_reads_the_sessions_shared_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """main's runs in a shared history (``--perfgate-history``: a PostgreSQL URL, here another file),
+    none in this results folder: the gate's ``vs = "main"`` compares with them (it read only the
+    results folder's history.sqlite before, and passed a 1.6x slowdown with a warning)."""
+    text = THRESHOLDS.replace('max = "150 ms"\nregression = "10%"',
+                              'max = "150 ms"\nregression = { vs = "main", tolerance = "10%" }')
+    th = thresholds_at(tmp_path, text)
+    repo, shared_out, _ = _main_history(tmp_path, th, 6)
+    monkeypatch.chdir(repo)
+    store = LiveStore(repo / "fresh-results", th, "pr-run", history_at=history.path_of(shared_out))
+    v = store.keep(evaluate(th.gate("lat"), _current(1.6), confidence=C, thresholds=th), _current(1.6), C, [], "t")
+    assert v.outcome == "fail" and "vs main (commits" in v.note
+
+
 @pytest.mark.parametrize(("value", "msg"), [('{ vs = "main" }', "tolerance"), ('{ vs = "", tolerance = "5%" }', "vs"),
                                             ('{ vs = "main", tolerance = "5%", to = 1 }', "to")])
 def test_bad_regression_table_is_named(tmp_path: Path, value: str, msg: str) -> None:
