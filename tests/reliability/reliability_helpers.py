@@ -17,6 +17,14 @@ from pytest_perfgate.runtime.timeouts import scaled
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
+# a real vLLM bench export (tests/imports/data) and one gate on it, for the `perfgate gate` tests
+BENCH_EXPORT = Path(__file__).parents[1] / "imports" / "data" / "vllm-bench-serve.json"
+
+
+def ttft_p50_gates(limit: str = "300 ms") -> str:
+    """A thresholds file with one gate, TTFT P50 at most ``limit``."""
+    return f'[phases.p]\n[gates.ttft_p50]\nphase = "p"\nmetric = "ttft"\nstatistic = "p50"\nmax = "{limit}"\n'
+
 
 @pytest.fixture(scope="module")
 def scripted() -> Iterator[ScriptedServer]:

@@ -17,18 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from reliability_helpers import BENCH_EXPORT, ttft_p50_gates
 
 from pytest_perfgate.cli import main
 
-EXPORT = Path(__file__).parents[1] / "imports" / "data" / "vllm-bench-serve.json"
-GATES = """
-[phases.p]
-[gates.ttft_p50]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "300 ms"
-"""
+EXPORT = BENCH_EXPORT
+GATES = ttft_p50_gates()
 REPORTS = ("gates.xml", "summary.md", "report.html")
 
 

@@ -14,20 +14,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from reliability_helpers import BENCH_EXPORT, ttft_p50_gates
 
 from pytest_perfgate.cli import main
 from pytest_perfgate.engines.prometheus import parse_prometheus
 from pytest_perfgate.verdicts.wording import clean_text
 
-EXPORT = Path(__file__).parents[1] / "imports" / "data" / "vllm-bench-serve.json"
-GATES = """
-[phases.p]
-[gates.ttft_p50]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "{max}"
-"""
+EXPORT = BENCH_EXPORT
 RLO, ESC = "\u202e", "\x1b"
 HOSTILE = f"{RLO}lmth.exe{ESC}[2J{ESC}]0;pwned\x07\u2066\u200f\u2028\ufeff"
 # what no output may carry raw: C0/C1 controls (not tab/newline), bidi and other format characters, separators
@@ -35,7 +28,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u200b-\u200f\u2028-\u
 
 
 def _gate(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str, limit: str = "300 ms") -> tuple[int, str]:
-    (tmp_path / "thresholds.toml").write_text(GATES.format(max=limit))
+    (tmp_path / "thresholds.toml").write_text(ttft_p50_gates(limit))
     rc = main(["gate", "--thresholds", str(tmp_path / "thresholds.toml"), "--out", str(tmp_path / "out"), *args])
     o, e = capsys.readouterr()
     return rc, o + e

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from reliability_helpers import BENCH_EXPORT, ttft_p50_gates
 
 from pytest_perfgate.cli import main
 from pytest_perfgate.config import load_thresholds
@@ -26,15 +27,8 @@ from pytest_perfgate.verdicts.verdict import evaluate
 
 pytest_plugins = ["pytester"]
 
-EXPORT = Path(__file__).parents[1] / "imports" / "data" / "vllm-bench-serve.json"
-GATES = """
-[phases.p]
-[gates.ttft_p50]
-phase = "p"
-metric = "ttft"
-statistic = "p50"
-max = "300 ms"
-"""
+EXPORT = BENCH_EXPORT
+GATES = ttft_p50_gates()
 LINKED = ["samples", "engines", "history.sqlite", "history.sqlite-wal", "history.sqlite-shm", "history.sqlite-journal",
           "decisions.json.lock", "engines/baseline.log"]
 
