@@ -2,7 +2,7 @@
 decided, when a load run looks at 100, 200, 400, ... requests and stops once its gate is decided
 (load/decided.py, budget 10,000 requests), against one fixed run of 3,000 requests decided once.
 
-A P99 gate on TTFT; the truth (the stationary P99) at 0.5x, 0.8x, 1x (the boundary), 1.25x and
+A P99 gate on TTFT; the truth (the stationary P99) at 0.5x, 0.667x (1.5x headroom), 0.8x, 1x (the boundary), 1.25x and
 1.5x the limit; M/M/1 at utilisation 0.5 and 0.7 (stationary start), a continuous-batching server
 (tests/queue_runs.py, 16 slots, 12 requests/s: about 0.7 of its capacity; P99 0.414 s from four
 paths of 250,000), a closed loop of 4 requests in flight (the scaffold's design). Printed, not asserted.
@@ -29,7 +29,7 @@ from pytest_perfgate.config import load_thresholds
 ROOT = Path(__file__).resolve().parents[1]
 GATE = load_thresholds(ROOT / "tests" / "fixtures" / "thresholds" / "stats.toml").gate("ttft_p99")
 BUDGET, FIXED = 10_000, 3000
-RATIOS = (0.5, 0.8, 1.0, 1.25, 1.5)  # the true P99 over the limit
+RATIOS = (0.5, 2 / 3, 0.8, 1.0, 1.25, 1.5)  # the true P99 over the limit (2/3: the limit 1.5x the truth, issue 39's goal)
 Model = Callable[[np.random.Generator, int, int], tuple[np.ndarray, np.ndarray]]
 
 
@@ -56,7 +56,7 @@ def row(name: str, model: Model, truth: float, trials: int) -> None:
         limit = truth / x
         p, f, n = seqload.rates(seqload.at(GATE, limit), v, sent, BUDGET)
         fp, ff = _fixed(limit, v, sent)
-        print(f"| {name} | {x:g}x | {p:.1%} / {f:.1%} | {n:,.0f} | {fp:.1%} / {ff:.1%} |", flush=True)
+        print(f"| {name} | {x:.3g}x | {p:.1%} / {f:.1%} | {n:,.0f} | {fp:.1%} / {ff:.1%} |", flush=True)
     print(f"<!-- {name}: {trials} runs a row, {time.perf_counter() - t0:.0f} s -->", flush=True)
 
 
