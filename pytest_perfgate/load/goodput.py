@@ -29,7 +29,8 @@ which ``g`` are good, sent and answered over ``T`` seconds (first send to last r
   29-36% at the boundary; Sokal's and emcee's rule for a trustworthy tau is n >= 50 tau).
 
 Assumption: the run is stationary apart from its start and its memory is short against a block
-(n / 30 requests); measured rates in docs/statistics.md ("Goodput").
+(n / 30 requests); measured rates in docs/statistics.md ("Goodput's request rate and short busy
+runs", benchmarks/bench_goodput39.py).
 """
 
 from __future__ import annotations

@@ -163,3 +163,12 @@ def test_goodput_gate_power() -> None:
     mm1, _, _ = _goodput_passes(sent, done, soj, -math.log(0.01) / 0.5, P0 * 0.5)
     print(f"goodput gate power: independent 97% vs 90%, n 1,000: {iid:.3f}; M/M/1 0.5, 99% vs 90%, n 3,000: {mm1:.3f}")
     assert iid >= IID_POWER and mm1 >= MM1_POWER
+
+
+def test_a_refused_run_says_what_a_bound_needs() -> None:
+    sent, done, soj = queues.mm1(np.random.default_rng(397), 1, 1000, 0.9, 1.0, stationary=True)
+    a = -math.log(1 - P0) / 0.1
+    b = goodput_bounds(soj[0] <= a, np.minimum(soj[0] / a, 10.0), sent[0], float(done[0].max()), C)
+    assert b.bounds == (0.0, math.inf) and (b.attainment.lower, b.attainment.upper) == (0.0, 1.0)
+    assert b.refused.startswith("no bound: the run remembers about ") and "a bound needs >= 50 x tau" in b.refused
+    assert b.tau * 50 > 1000
