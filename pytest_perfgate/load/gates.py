@@ -11,8 +11,9 @@ A gate with ``slo`` terms in thresholds.toml is decided by its data's ``perfgate
   upper = the first level not sustained; the note gives the SLO margins at the target and the knee,
   ``curve`` every level (the report's latency-vs-load and Pareto plots);
 * a **bounded goodput gate** (``metric = "goodput"``, ``slo = { ttft = "2 s", tpot = "50 ms" }``)
-  on a :class:`~pytest_perfgate.load.result.RunResult`: goodput's one-sided Clopper-Pearson bounds
-  (:mod:`.goodput`) against the gate's min or max.
+  on a :class:`~pytest_perfgate.load.result.RunResult`: goodput's one-sided bounds (:mod:`.goodput`:
+  a ratio of sums with the request rate's own uncertainty, under the run's dependence; none when the
+  run is shorter than 50 x its memory) against the gate's min or max.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _fields(gate: Gate, v: CapacityVerdict, results: Mapping[float, RunResult], 
 
 
 def goodput_fields(gate: Gate, run: RunResult, c: float) -> dict[str, Any]:
-    """The verdict fields of a bounded goodput gate on one run (Clopper-Pearson, :mod:`.goodput`)."""
+    """The verdict fields of a bounded goodput gate on one run (:mod:`.goodput`)."""
     if gate.metric != "goodput":
         raise SampleError(f"gate {gate.name}: slo terms on a run decide a goodput gate, not {gate.metric}")
     slos = {metric: limit for metric, q, limit in gate.slo if q is None}
@@ -130,9 +131,9 @@ def goodput_fields(gate: Gate, run: RunResult, c: float) -> dict[str, Any]:
     if g.requests == 0:
         raise SampleError(f"gate {gate.name}: no measured requests")
     lo, hi = g.rate_bounds
-    b = Bounds(g.rate, lo, hi, "clopper-pearson")
+    b = Bounds(g.rate, lo, hi, "goodput ratio of sums")
     return dict(outcome=decide(gate, b), observed=g.rate, lower=lo, upper=hi, n=g.requests, confidence=c,
-                method=g.method, unit="req/s", needed=None, note=g.text(),
+                method=g.method, unit="req/s", needed=g.needed or None, note=g.text(),
                 details={"good": float(g.good), "attainment": g.attainment.observed,
                          "attainment_lower": g.attainment.lower, "seconds": g.seconds})
 

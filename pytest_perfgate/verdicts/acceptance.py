@@ -88,12 +88,13 @@ def _hall(u: float, gam: Array, n: int) -> Array:
     return np.where(small, u, 3.0 / g * (np.cbrt(1.0 + g * (u - g / (6 * n))) - 1.0))
 
 
-def _edge(succ: Array, trials: Array, c: float, side: str, p: float, size: int | None = None) -> float:
+def _edge(succ: Array, trials: Array, c: float, side: str, p: float, size: int | None = None,
+          top: float = 1.0) -> float:
     """The confidence bound: the largest rate r the data show the rate above (side "above": the
     lower bound, searched in [0, p]), the smallest they show it below ("below": the upper bound, in
-    [p, 1]); 0 / 1 when there is none. The tests are monotone in r where they exist; the search
+    [p, top]); 0 / top when there is none. The tests are monotone in r where they exist; the search
     keeps the rates every candidate up to it rejects. ``size``: as in :func:`_residual_bounds`."""
-    lo, hi = (0.0, p) if side == "above" else (p, 1.0)
+    lo, hi = (0.0, p) if side == "above" else (p, top)
     for _ in range(_ROUNDS):
         r = np.linspace(lo, hi, _GRID)
         lb, ub, _ = _residual_bounds(succ, trials, r, c, size)
@@ -106,26 +107,27 @@ def _edge(succ: Array, trials: Array, c: float, side: str, p: float, size: int |
         else:
             ok = ub < 0
             if not ok[-1]:
-                return hi if hi < 1 else 1.0
+                return hi if hi < top else top
             j = _GRID - 1 - int(np.argmin(ok[::-1])) if not ok.all() else 0  # last candidate not shown
             lo, hi = float(r[j]), float(r[min(j + 1, _GRID - 1)])
     return lo if side == "above" else hi
 
 
-def accepted_prefix_bounds(succ: Array, trials: Array, c: float) -> stats.Bounds:
+def accepted_prefix_bounds(succ: Array, trials: Array, c: float, top: float = 1.0) -> stats.Bounds:
     """One-sided bounds at ``c`` of sum(succ) / sum(trials), one (succ, trials) pair per request.
 
     Each bound is the edge of the rates a one-sided test at ``c`` rejects (see the module); a side
-    without enough requests for the skewness guard is 0 (lower) or 1 (upper), with the guard's warning."""
+    without enough requests for the skewness guard is 0 (lower) or ``top`` (upper: the largest ratio
+    searched, 1 for a proportion), with the guard's warning."""
     keep = trials > 0
     s, t = succ[keep].astype(np.float64), trials[keep].astype(np.float64)
     n = float(t.sum())
     if n <= 0:
-        return stats.Bounds(math.nan, 0.0, 1.0, METHOD)
+        return stats.Bounds(math.nan, 0.0, top, METHOD)
     p = float(s.sum()) / n
     if s.size < 2:
-        return stats.Bounds(p, 0.0, 1.0, METHOD, "a bound needs >= 2 requests")
-    lower, upper = _edge(s, t, c, "above", p), _edge(s, t, c, "below", p)
+        return stats.Bounds(p, 0.0, top, METHOD, "a bound needs >= 2 requests")
+    lower, upper = _edge(s, t, c, "above", p, top=top), _edge(s, t, c, "below", p, top=top)
     _, _, big = _residual_bounds(s, t, np.asarray([p]), c)
     need = max(stats.MEAN_MIN_N, math.ceil(GUARD * float(big[0]) ** 2))
     warning = ""

@@ -193,7 +193,7 @@ def test_goodput_verdict_reads_in_the_metric_unit() -> None:
     run = _goodput_run(np.random.default_rng(2), 80, 0.95)
     v = evaluate(_th({"g": {**GOODPUT, "min": "1 req/s"}}).gate("g"), run)
     assert v.unit == "req/s" and v.lower <= v.observed <= v.upper and v.n == 80
-    assert "requests met ttft <= 200 ms" in v.note and v.method.startswith("good / measured requests in send order")
+    assert "requests met ttft <= 200 ms" in v.note and v.method.startswith("good requests / seconds, a ratio of sums")
 
 
 def test_a_server_saturated_from_the_first_level_says_so() -> None:
