@@ -10,7 +10,9 @@ zero exceedances it is conservative for clustered counts (the chance of no clust
 ``exp(-n p / E[L])``, is under ``exp(-n p / D)`` because ``D >= E[L]``). ``D`` is the larger of the
 run's ``tau`` (normal scores: the bulk) and the integrated autocorrelation time of the indicator of
 the run's own empirical q-quantile (the tail: queues cluster their slow requests more than their
-typical ones; a stalled server makes 50 slow requests in a row). With ``D = 1`` (no dependence
+typical ones; a stalled server makes 50 slow requests in a row), raised by
+:func:`~.dependence.heavy_factor` when the run's jumps have a heavy tail (index under 3: a heavy-tailed
+service's long busy periods set the memory, and a run of n rarely shows them; issue 39). With ``D = 1`` (no dependence
 detected) this is the independent order-statistic test (MLPerf early stopping) exactly. A ``min``
 gate and the fail side mirror it. The bounds are the smallest / largest observed values at which
 the test decides, so a verdict and its bounds always agree.
@@ -37,7 +39,7 @@ from scipy import stats as sps
 
 from . import bounds as stats
 from . import shifts as level_shifts
-from .dependence import Dependence, block_sizes, blocks, estimate, tau_of
+from .dependence import Dependence, block_sizes, blocks, estimate, heavy_factor, jump_index, tau_of
 from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
@@ -88,7 +90,10 @@ def for_quantile(x: Array, q: float, dep: Dependence) -> Dependence:
     shifted = dep.shifted and dep.shifts[-1] < x.size
     memory, tail_tau = (dep.within, _within_indicator_tau(tail, dep.shifts)) if shifted else (dep.tau, indicator_tau(tail))
     far = max(1.0, tail_tau) if x.size >= FAR_MEMORY * memory and q >= 0.5 else 0.0
-    return replace(dep, tau=max(memory, tail_tau), far=far, shifts=dep.shifts if shifted else ())
+    index = jump_index(x if q >= 0.5 else -x)  # a min gate's tail is the low one: its jumps down
+    heavy = heavy_factor(index)
+    return replace(dep, tau=max(memory, tail_tau) * heavy, far=far, shifts=dep.shifts if shifted else (),
+                   heavy=heavy, tail_index=index)
 
 
 def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:

@@ -64,6 +64,8 @@ class Dependence:
     shifts: tuple[int, ...] = ()  # level shifts (first request of each new segment, arrival order)
     within: float = 1.0  # tau within the segments (when ``shifts``): the memory the shifts leave
     far: float = 0.0  # D for a limit far beyond every value (blocked.for_quantile; 0: none)
+    heavy: float = 1.0  # D raised this much for a heavy-tailed run (blocked.for_quantile, :func:`heavy_factor`)
+    tail_index: float = math.inf  # the tail index of the run's upward jumps (:func:`jump_index`)
 
     @property
     def shifted(self) -> bool:
@@ -102,7 +104,11 @@ class Dependence:
         ``what``: the samples' (plural, singular) name, e.g. ``("chunk gaps", "gap")`` for ITL."""
         if not self.dependent:
             return ""
-        return f"about {self.per_independent:.3g} {what[0]} carry one independent {what[1]}'s information"
+        said = f"about {self.per_independent:.3g} {what[0]} carry one independent {what[1]}'s information"
+        if self.heavy > 1:
+            said += (f" (raised {self.heavy:.3g}x: the run's jumps have a heavy tail, index {self.tail_index:.2g}, "
+                     f"and a run of {self.n:,} rarely shows the long busy periods that sets its memory)")
+        return said
 
     def scale(self, independent_n: int | None) -> int | None:
         """Requests that carry ``independent_n`` independent requests' information at this dependence."""
@@ -130,8 +136,11 @@ class Dependence:
 
     def details(self) -> dict[str, float]:
         """The numbers a verdict stores in its ``details`` (decisions.json)."""
-        return {"dependence_block": float(self.block), "dependence_tau": float(self.tau),
-                "dependence_n_eff": float(self.n_eff)}
+        d = {"dependence_block": float(self.block), "dependence_tau": float(self.tau),
+             "dependence_n_eff": float(self.n_eff)}
+        if self.heavy > 1:
+            d.update(dependence_heavy=float(self.heavy), jump_tail_index=float(self.tail_index))
+        return d
 
     @classmethod
     def from_details(cls, n: int, details: Mapping[str, float]) -> Dependence | None:
@@ -256,6 +265,40 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shif
     if found is None:
         return Dependence(n, min(b, n), BLOCKS, tau)
     return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau))
+
+
+HEAVY = 3.0  # a tail index of the jumps under this raises a quantile's D (docs/statistics.md, issue 39)
+HEAVY_POWER = 1.5  # ... by ((HEAVY - 1) / (index - 1)) ** HEAVY_POWER (tuned by simulation)
+HEAVY_MAX = 16.0  # at most (an index near 1: the run cannot bound its own dependence)
+JUMP_SHARE = 0.02  # the Hill estimate's top share of the jumps (at least JUMP_MIN of them)
+JUMP_MIN = 10
+
+
+def jump_index(x: Array) -> float:
+    """The tail index of the run's upward jumps (``x`` in arrival order, its finite values): Hill's
+    estimate on the largest ``max(JUMP_MIN, JUMP_SHARE * n)`` positive first differences. A queue's
+    jump up is about the service of the request that makes it, so this sees the service's tail
+    (exponential service: ~4; Pareto shape 2.5: ~2.1; log-normal sigma 1: ~2.5) even in a run whose
+    long busy periods, the ones that set its memory, never came. ``inf``: too few jumps."""
+    v = x[np.isfinite(x)]
+    d = np.diff(v)
+    d = d[d > 0]
+    k = max(JUMP_MIN, int(JUMP_SHARE * v.size))
+    if d.size <= k:
+        return math.inf
+    top = np.sort(np.partition(d, d.size - k - 1)[d.size - k - 1:])[::-1]
+    mean_log = float(np.mean(np.log(top[:k] / top[k])))
+    return 1.0 / mean_log if mean_log > 0 else math.inf
+
+
+def heavy_factor(index: float) -> float:
+    """How much a quantile's ``D`` is raised for a jump tail index ``index``: 1 from :data:`HEAVY`
+    up, ``((HEAVY - 1) / (index - 1)) ** HEAVY_POWER`` below (2.0 at 2.2), at most :data:`HEAVY_MAX`."""
+    if not index < HEAVY:
+        return 1.0
+    if index <= 1.0:
+        return HEAVY_MAX
+    return float(min(HEAVY_MAX, ((HEAVY - 1.0) / (index - 1.0)) ** HEAVY_POWER))
 
 
 def block_sizes(n: int, block: int) -> npt.NDArray[np.int64]:
