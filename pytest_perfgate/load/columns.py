@@ -26,7 +26,7 @@ The arrays are not copied on access; treat the columns as read-only once built.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
@@ -112,6 +112,31 @@ class RequestColumns:
         if self.error[i] >= 0:
             r.__dict__["error"] = self.errors[self.error[i]]  # cleaned once, as the table was built
         return r
+
+    def dicts(self, block: int = 1 << 16) -> Iterator[dict[str, Any]]:
+        """``vars(self.record(i))`` of every row, in order (a store's request lines), made a block
+        of rows at a time from lists (~10x :meth:`record`'s speed; no RequestRecord is built)."""
+        names = [f.name for f in fields(RequestRecord)]
+        for lo in range(0, len(self), block):
+            hi = min(len(self), lo + block)
+            cols: dict[str, list[Any]] = {}
+            for name in _INTS:
+                v = getattr(self, name)[lo:hi].tolist()
+                cols[name] = [None if x == NONE else x for x in v] if name in _OPTIONAL else v
+            for code, table in _CODES:
+                empty = "" if code in ("tag", "host") else None
+                texts = [*getattr(self, table), empty]  # -1: the last
+                cols["finish_reason" if code == "finish" else code] = [texts[k] for k in getattr(self, code)[lo:hi].tolist()]
+            cols["token_count_source"] = [SOURCES[k] for k in self.count_source[lo:hi].tolist()]
+            cols["warmup"] = self.warmup[lo:hi].tolist()
+            off, toff = self.offsets[lo:hi + 1].tolist(), self.token_offsets[lo:hi + 1].tolist()
+            flat = self.chunk_ns[off[0]:off[-1]]
+            tflat = self.chunk_tokens[toff[0]:toff[-1]]
+            for k in range(hi - lo):
+                row = {name: cols[name][k] for name in names if name in cols}
+                row["chunk_ns"] = flat[off[k] - off[0]:off[k + 1] - off[0]].tolist()
+                row["chunk_tokens"] = tflat[toff[k] - toff[0]:toff[k + 1] - toff[0]].tolist()
+                yield {name: row[name] for name in names}
 
     def records(self) -> list[RequestRecord]:
         """Every request as a :class:`RequestRecord`, in row order."""

@@ -249,8 +249,10 @@ def _run_file(folder: Path, r: RunResult, root: Path) -> Path:
             f.write(_dumps(_run_line(0, r)) + b"\n")
             import orjson
 
-            for rec in r.records:  # flat: asdict deep-copies (80% of a big store); orjson: ints and strings only
-                f.write(orjson.dumps({"kind": "request", "run": 0, **vars(rec)}, default=str) + b"\n")
+            cols = r.columnar() if hasattr(r, "columnar") else None  # a columnar run: rows, no RequestRecord
+            for rec in (cols.dicts() if cols is not None else (vars(x) for x in r.records)):
+                # flat: asdict deep-copies (80% of a big store); orjson: ints and strings only
+                f.write(orjson.dumps({"kind": "request", "run": 0, **rec}, default=str) + b"\n")
     except BaseException:  # nothing half-written is left behind
         tmp.unlink(missing_ok=True)
         raise

@@ -14,6 +14,7 @@ import pytest
 from pytest_perfgate.config import metrics as metric_names
 from pytest_perfgate.imports import ImportedRun, ResultsError, load_results, vllm_bench
 from pytest_perfgate.imports import jsondoc as j
+from pytest_perfgate.roofline.gates import workload_from_run
 from pytest_perfgate.verdicts.samples import SampleError
 
 DATA = Path(__file__).parent / "data"
@@ -41,6 +42,7 @@ def _everything(run: ImportedRun) -> dict[str, Any]:
     got["summary"] = run.summary()
     got["requests_for"] = run.requests_for(1000, 500)
     got["span"] = (run.start_ns, run.end_ns, run.engine_info)
+    got["workload"] = workload_from_run(run)
     return got
 
 
@@ -59,7 +61,27 @@ def test_vllm_bench_columns_equal_the_record_path(warmup: int) -> None:
     old = _old(path, warmup)
     assert _everything(new) == _everything(old)
     assert new.columnar() is not None  # and nothing above made records of it
+    with_tokens = _variant_run(path, lambda v: [0 if i % 2 else x for i, x in enumerate(v)])
+    assert workload_from_run(with_tokens) == workload_from_run(_old(Path(str(with_tokens.source.path))))
     assert [dataclasses.asdict(r) for r in new.records] == [dataclasses.asdict(r) for r in old.records]
+
+
+def _variant_run(path: Path, f: Any) -> ImportedRun:
+    """The export with its input_lens changed by ``f`` (zeros: left out of the median workload)."""
+    doc = json.loads(path.read_text())
+    doc["input_lens"] = f(doc["input_lens"])
+    doc["input_lens"][1] = 7  # an even count of requests left: the mean of the middle two
+    out = Path(_TMP[0]) / "tokens.json"
+    out.write_text(json.dumps(doc))
+    return load_results(out)
+
+
+_TMP: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _tmp(tmp_path: Path) -> None:
+    _TMP[:] = [str(tmp_path)]
 
 
 def _variant(tmp_path: Path, **change: Any) -> Path:

@@ -70,3 +70,10 @@ def test_take_sort_and_concat_keep_the_records() -> None:
 def test_a_number_past_int64_is_refused() -> None:
     with pytest.raises(OverflowError):
         RequestColumns.from_records([RequestRecord(index=0, sent_ns=1 << 64)])
+
+
+def test_dicts_are_the_records_vars() -> None:
+    rs = _records()
+    c = RequestColumns.from_records(rs)
+    assert list(c.dicts(block=7)) == [vars(r) for r in rs]
+    assert [list(d) for d in c.dicts()] == [list(vars(r)) for r in rs]  # the same keys in the same order
