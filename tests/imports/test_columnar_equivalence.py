@@ -93,7 +93,7 @@ def _variant(tmp_path: Path, **change: Any) -> Path:
     return out
 
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "failed": {"errors": lambda e: ["HTTP 500: boom" if i % 5 == 2 else x for i, x in enumerate(e)],
                "itls": lambda rows: [[] if i % 5 == 2 else r for i, r in enumerate(rows)]},
     "one token": {"output_lens": lambda v: [1 if i % 4 == 0 else x for i, x in enumerate(v)]},
@@ -129,3 +129,41 @@ def test_which_files_take_the_columns(tmp_path: Path, name: str, columnar: bool)
     else:  # the old path names the request and field
         with pytest.raises(ResultsError, match=r"bench.json: request 4\[0\]: field 'itls': not a finite number"):
             load_results(path)
+
+
+def _old_of(fmt: Any, path: Path) -> ImportedRun:
+    return fmt._read_records(path, *( [fmt.token_counts(path)] if hasattr(fmt, "token_counts") else []))[0][1] \
+        .drop_implausible()
+
+
+@pytest.mark.parametrize("rel", ["aiperf/profile_export.jsonl", "inference-perf/per_request_lifecycle_metrics.json"])
+def test_peer_exports_columns_equal_the_record_path(rel: str) -> None:
+    from pytest_perfgate.imports import aiperf, inference_perf
+
+    path = DATA / rel
+    fmt = aiperf if rel.startswith("aiperf") else inference_perf
+    new = load_results(path)
+    assert new.columnar() is not None
+    old = _old_of(fmt, path)
+    assert _everything(new) == _everything(old)
+    assert [dataclasses.asdict(r) for r in new.records] == [dataclasses.asdict(r) for r in old.records]
+
+
+@pytest.mark.parametrize("kind", ["aiperf", "inference_perf"])
+def test_generated_peer_files_equal_the_record_path(tmp_path: Path, kind: str) -> None:
+    """The scripted files of peer_files.py: a failed request, warm-up, client token counts."""
+    import peer_files
+
+    from pytest_perfgate.imports import aiperf, inference_perf
+
+    if kind == "aiperf":
+        paths = [peer_files.aiperf(tmp_path / "a.jsonl", warmup=2, server_counts=True)]
+        fmt: Any = aiperf
+    else:
+        paths = [peer_files.inference_perf(tmp_path / "i.json", server_usage=s) for s in (True,)]
+        paths.append(peer_files.inference_perf(tmp_path / "j.json", server_usage=False))
+        fmt = inference_perf
+    for path in paths:
+        new = load_results(path)
+        assert new.columnar() is not None
+        assert _everything(new) == _everything(_old_of(fmt, path))
