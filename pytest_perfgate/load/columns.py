@@ -132,11 +132,11 @@ class RequestColumns:
             off, toff = self.offsets[lo:hi + 1].tolist(), self.token_offsets[lo:hi + 1].tolist()
             flat = self.chunk_ns[off[0]:off[-1]]
             tflat = self.chunk_tokens[toff[0]:toff[-1]]
-            for k in range(hi - lo):
-                row = {name: cols[name][k] for name in names if name in cols}
-                row["chunk_ns"] = flat[off[k] - off[0]:off[k + 1] - off[0]].tolist()
-                row["chunk_tokens"] = tflat[toff[k] - toff[0]:toff[k + 1] - toff[0]].tolist()
-                yield {name: row[name] for name in names}
+            o0, t0 = off[0], toff[0]
+            chunks = (flat[a - o0:b - o0].tolist() for a, b in zip(off[:-1], off[1:], strict=True))
+            tokens = (tflat[a - t0:b - t0].tolist() for a, b in zip(toff[:-1], toff[1:], strict=True))
+            cols["chunk_ns"], cols["chunk_tokens"] = chunks, tokens  # type: ignore[assignment]
+            yield from (dict(zip(names, row, strict=True)) for row in zip(*(cols[name] for name in names), strict=True))
 
     def records(self) -> list[RequestRecord]:
         """Every request as a :class:`RequestRecord`, in row order."""
