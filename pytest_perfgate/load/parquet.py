@@ -38,6 +38,7 @@ BOOLS = ("warmup",)
 FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
 LIST_UP_TO = 50_000  # a run of at most this many records is a list of RequestRecord (as_records)
 SLICE = 4096  # rows turned into records at a time when a view is iterated
+GROUP = 65_536  # rows per row group of the coordinator's spool
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -100,34 +101,58 @@ def shifted(batch: pa.RecordBatch, d: int, host: str) -> pa.RecordBatch:
 
 
 class Spool:
-    """A zstd Parquet file the coordinator appends record batches to as they come (module doc)."""
+    """A zstd Parquet file the coordinator appends record batches to as they come (module doc), one
+    row group per :data:`GROUP` rows (a worker's batches are small: a row group each would grow the
+    file's footer, held in memory until the file is closed, with every batch)."""
 
     def __init__(self, path: Path) -> None:
         import pyarrow.parquet as pq
 
         self.path = path
         self.rows = 0
+        self._pending: list[pa.RecordBatch] = []
+        self._held = 0
         self._writer: Any = pq.ParquetWriter(str(path), schema(), compression="zstd")
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            self._writer.write_batch(batch)
+            self._pending.append(batch)
+            self._held += batch.num_rows
             self.rows += batch.num_rows
+            if self._held >= GROUP:
+                self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._pending:
+            self._writer.write_table(pa.Table.from_batches(self._pending).combine_chunks(), row_group_size=GROUP * 2)
+            self._pending, self._held = [], 0
 
     def table(self) -> pa.Table:
         """Close the file and read it back once, in record order (warm-ups first, -1, -2, ..., then
-        the measured requests by index); the file is removed."""
+        the measured requests by index), one column at a time (at most one column is held twice);
+        the file is removed."""
         import numpy as np
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
+        self._flush()
         self._writer.close()
         try:
             t = pq.read_table(str(self.path))
         finally:
             self.discard()
         idx = t.column("index").to_numpy()
-        order = np.lexsort((np.abs(idx), ~t.column("warmup").to_numpy(zero_copy_only=False)))
-        return t.take(order)
+        order = pa.array(np.lexsort((np.abs(idx), ~t.column("warmup").to_numpy(zero_copy_only=False))))
+        del idx
+        sch, cols = t.schema, []
+        while t.num_columns:
+            col = t.column(0)
+            t = t.remove_column(0)
+            cols.append(col.take(order).combine_chunks())
+            del col
+        return pa.Table.from_arrays(cols, schema=sch)
 
     def discard(self) -> None:
         try:
@@ -144,7 +169,7 @@ class RecordView(Sequence[RequestRecord]):
     """The records of a run held as one Arrow table; a RequestRecord is built only when asked."""
 
     def __init__(self, table: pa.Table) -> None:
-        self.table = table.combine_chunks()
+        self.table = table if all(c.num_chunks == 1 for c in table.columns) else table.combine_chunks()
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
@@ -182,7 +207,7 @@ class RecordView(Sequence[RequestRecord]):
         col = self.table.column(name)
         if col.null_count:
             return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
-        return col.to_numpy()
+        return np.asarray(col.to_numpy())
 
     def chunks(self, name: str = "chunk_ns") -> tuple[np.ndarray, np.ndarray]:
         """List column ``name`` as (every value, flat int64; offsets: row i's values are

@@ -93,7 +93,7 @@ def main() -> int:
     run = _Run(engine, job["requests"], job["config"], None, None, (), part)
     run.keep = False
     flush = _batcher(out, int(job.get("batch", 1)))
-    run._finished = flush  # type: ignore[method-assign]
+    run._finished = flush  # type: ignore[method-assign, assignment]
 
     def watch() -> None:  # ("stop",) ends the run early; EOF: the session is gone
         msg = receive(inp)
