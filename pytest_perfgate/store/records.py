@@ -115,7 +115,7 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
     line: dict[str, Any] = {"kind": "run", "run": i}
     bad = BadCounters()
     for f in dataclasses.fields(r):
-        if f.name == "records":
+        if f.name in ("records", "columns"):  # columns: the records again (written as request lines)
             continue
         value = getattr(r, f.name)
         if f.name in ("counters_before", "counters_after"):
@@ -341,7 +341,7 @@ def _run_lines(path: Path, obj: dict[str, Any], runs: dict[int, RunResult]) -> N
     from ..load.schedule import LoadConfig
 
     if obj.get("kind") == "run":
-        known = {f.name for f in dataclasses.fields(RunResult)} - {"records"}
+        known = {f.name for f in dataclasses.fields(RunResult)} - {"records", "columns"}
         kw = {k: v for k, v in obj.items() if k in known}
         cfg = kw.get("config")
         kw["config"] = LoadConfig(**cfg) if cfg else None
