@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,7 @@ class ImportedRun(RunResult):
     def successful(self) -> list[RequestRecord]:
         return self._view("successful", m.successful)
 
-    def _view(self, name: str, f: Callable[[Sequence[RequestRecord]], list[RequestRecord]]) -> list[RequestRecord]:
+    def _view(self, name: str, f: Callable[[list[RequestRecord]], list[RequestRecord]]) -> list[RequestRecord]:
         key = (id(self.records), len(self.records))
         got = self.__dict__.get("_views", {}).get(name)
         if got is None or got[0] != key:
@@ -87,7 +87,7 @@ class ImportedRun(RunResult):
             plausible.fail(r, why)
             r.sent_ns = r.sent_ns if fits(r.sent_ns) else start  # no send time of its own: the run's start
             r.index = r.index if fits(r.index) else position[id(r)]  # no index of its own: its place in the file
-        self.records = sorted(self.records, key=lambda r: r.sent_ns)
+        self.records.sort(key=lambda r: r.sent_ns)
         self.start_ns = start
         self.end_ns = max((r.end_ns or r.sent_ns for r in self.records), default=start)
         self.__dict__.pop("_views", None)

@@ -18,7 +18,7 @@ A gate with ``slo`` terms in thresholds.toml is decided by its data's ``perfgate
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..verdicts.bounds import Bounds
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class RunResult(Protocol):
     """What these gates read of a load run (``load.result.RunResult``; no import of it: it calls here)."""
 
-    records: Sequence[RequestRecord]
+    records: list[RequestRecord]
 
     def summary(self) -> dict[str, dict[str, float]]: ...
 

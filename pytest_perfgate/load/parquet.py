@@ -8,10 +8,10 @@
 * **A worker sends batches** (:func:`to_batch`, a pickled ``pyarrow.RecordBatch``) and the coordinator
   appends them to a zstd Parquet spool (:class:`Spool`) as they come: its memory holds no Python
   object per request. At the end the spool is read back once, in record order, as one Arrow table.
-* **The run's records are then a view** (:class:`RecordView`): a ``Sequence[RequestRecord]`` that
-  builds a record only when asked (iteration goes a slice of columns at a time); :meth:`RecordView.numpy`
-  and :meth:`RecordView.chunks` give the numpy columns. A run of at most :data:`LIST_UP_TO` records
-  is a plain list again (:func:`as_records`): code that indexes records at random stays as fast.
+* **The run's records are then columns** (:func:`run_of`: ``RunResult.from_columns`` with
+  load/columns.py's :class:`~pytest_perfgate.load.columns.RequestColumns`, :func:`columns_of`): the
+  metrics and verdicts read numpy arrays, ``RunResult.records`` is made from them only when asked.
+  A run of at most :data:`LIST_UP_TO` records is a list of RequestRecord, as before.
 
 ``pyarrow`` is imported only when these are used.
 """
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 from ..contract import RequestRecord
 
@@ -30,14 +30,16 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
+    from .columns import RequestColumns
+    from .result import RunResult
+
 INTS = ("index", "scheduled_ns", "sent_ns", "connect_ns", "end_ns", "prompt_tokens", "output_tokens",
         "expected_prompt_tokens")
 LISTS = ("chunk_ns", "chunk_tokens")
 STRINGS = ("tag", "token_count_source", "finish_reason", "error", "host")
 BOOLS = ("warmup",)
 FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
-LIST_UP_TO = 50_000  # a run of at most this many records is a list of RequestRecord (as_records)
-SLICE = 4096  # rows turned into records at a time when a view is iterated
+LIST_UP_TO = 50_000  # a run of at most this many records is a list of RequestRecord (run_of)
 GROUP = 65_536  # rows per row group of the coordinator's spool
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -165,62 +167,71 @@ class Spool:
             pass
 
 
-class RecordView(Sequence[RequestRecord]):
-    """The records of a run held as one Arrow table; a RequestRecord is built only when asked."""
+def columns_of(table: pa.Table) -> RequestColumns:
+    """``table`` (:func:`schema`'s columns) as :class:`~pytest_perfgate.load.columns.RequestColumns`
+    (numpy; a null int is ``columns.NONE``, a text a code into its table)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    def __init__(self, table: pa.Table) -> None:
-        self.table = table if all(c.num_chunks == 1 for c in table.columns) else table.combine_chunks()
+    from .columns import NONE, SOURCES, RequestColumns
 
-    def __len__(self) -> int:
-        return int(self.table.num_rows)
-
-    @overload
-    def __getitem__(self, i: int) -> RequestRecord: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[RequestRecord]: ...
-
-    def __getitem__(self, i: int | slice) -> RequestRecord | list[RequestRecord]:
-        n = len(self)
-        if isinstance(i, slice):
-            start, stop, step = i.indices(n)
-            got = records_of(self.table, start, max(start, stop)) if step == 1 else [self[j] for j in range(start, stop, step)]
-            return got
-        j = i + n if i < 0 else i
-        if not 0 <= j < n:
-            raise IndexError("record index out of range")
-        return records_of(self.table, j, j + 1)[0]
-
-    def __iter__(self) -> Iterator[RequestRecord]:
-        for start in range(0, len(self), SLICE):
-            yield from records_of(self.table, start, min(start + SLICE, len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def numpy(self, name: str) -> np.ndarray:
-        """Scalar column ``name`` as numpy (int64, or float64 with NaN where it is None)."""
-        import numpy as np
-
-        col = self.table.column(name)
-        if col.null_count:
-            return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
-        return np.asarray(col.to_numpy())
-
-    def chunks(self, name: str = "chunk_ns") -> tuple[np.ndarray, np.ndarray]:
-        """List column ``name`` as (every value, flat int64; offsets: row i's values are
-        ``values[offsets[i]:offsets[i + 1]]``)."""
-        import numpy as np
-
-        col = self.table.column(name).chunk(0) if self.table.num_rows else None
-        if col is None:
-            return np.zeros(0, np.int64), np.zeros(1, np.int64)
-        offsets = col.offsets.to_numpy()
-        return col.values.to_numpy(), offsets
+    t = table.combine_chunks()
+    kw: dict[str, Any] = {n: np.asarray(t.column(n).fill_null(NONE).to_numpy(), dtype=np.int64) for n in INTS}
+    for name, values, starts in (("chunk_ns", "chunk_ns", "offsets"), ("chunk_tokens", "chunk_tokens", "token_offsets")):
+        col = t.column(name).chunk(0) if t.num_rows else pa.array([], pa.list_(pa.int64()))
+        off = np.asarray(col.offsets.to_numpy(), dtype=np.int64)
+        kw[values] = np.asarray(col.values.fill_null(NONE).to_numpy()[off[0]:off[-1]], dtype=np.int64)
+        kw[starts] = off - off[0]
+    for name, code, table_name in (("error", "error", "errors"), ("finish_reason", "finish", "finish_reasons"),
+                                   ("tag", "tag", "tags"), ("host", "host", "hosts")):
+        col = t.column(name)
+        if name in ("tag", "host"):  # "" is code -1, as RequestColumns encodes it
+            col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+        enc = pc.dictionary_encode(col).combine_chunks() if t.num_rows else None
+        kw[code] = (np.zeros(0, np.int32) if enc is None else
+                    np.asarray(enc.indices.fill_null(-1).to_numpy(), dtype=np.int32))
+        kw[table_name] = [] if enc is None else enc.dictionary.to_pylist()
+    src = t.column("token_count_source").fill_null(SOURCES[0]).to_numpy(zero_copy_only=False)
+    kw["count_source"] = np.zeros(t.num_rows, np.int8)
+    for k, name in enumerate(SOURCES):
+        kw["count_source"][src == name] = k
+    kw["warmup"] = np.asarray(t.column("warmup").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return RequestColumns(**kw)
 
 
-def as_records(table: pa.Table) -> Sequence[RequestRecord]:
-    """A run's records: a list up to :data:`LIST_UP_TO` of them, a :class:`RecordView` beyond."""
-    return records_of(table) if table.num_rows <= LIST_UP_TO else RecordView(table)
+def table_of(c: RequestColumns) -> pa.Table:
+    """:class:`~pytest_perfgate.load.columns.RequestColumns` as an Arrow table (:func:`schema`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from .columns import NONE, SOURCES
+
+    def ints(a: np.ndarray) -> pa.Array:
+        return pa.array(a, pa.int64(), mask=a == NONE)
+
+    def texts(codes: np.ndarray, table: list[str], absent: str | None) -> pa.Array:
+        pick = np.where(codes < 0, len(table), codes)
+        return pa.array([*table, absent], pa.string()).take(pa.array(pick))
+
+    def lists(values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), ints(values))
+
+    cols = {n: ints(getattr(c, n)) for n in INTS}
+    cols.update(chunk_ns=lists(c.chunk_ns, c.offsets), chunk_tokens=lists(c.chunk_tokens, c.token_offsets),
+                tag=texts(c.tag, c.tags, ""), host=texts(c.host, c.hosts, ""), error=texts(c.error, c.errors, None),
+                finish_reason=texts(c.finish, c.finish_reasons, None), warmup=pa.array(c.warmup, pa.bool_()),
+                token_count_source=pa.array(np.asarray(SOURCES, dtype=object)[c.count_source], pa.string()))
+    sch = schema()
+    return pa.Table.from_arrays([cols[f.name] for f in sch], schema=sch)
+
+
+def run_of(table: pa.Table, **kw: Any) -> RunResult:
+    """A run whose records are ``table``: a list of RequestRecord up to :data:`LIST_UP_TO` of them,
+    the columns beyond (``RunResult.from_columns``: the metrics and verdicts read them)."""
+    from .result import RunResult
+
+    if table.num_rows <= LIST_UP_TO:
+        return RunResult(records=records_of(table), **kw)
+    run: RunResult = RunResult.from_columns(columns_of(table), **kw)
+    return run

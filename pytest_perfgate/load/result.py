@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +86,7 @@ _LENGTH_DEPENDENT = frozenset({"tpot", "itl", "e2e", "decode_rate", "output_thro
 class RunResult:
     """Records of one run with the counters around it. Implements ``MetricSource``."""
 
-    records: Sequence[RequestRecord]
+    records: list[RequestRecord]
     counters_before: dict[str, float] = field(default_factory=dict)
     counters_after: dict[str, float] = field(default_factory=dict)
     engine_info: dict[str, Any] = field(default_factory=dict)

@@ -13,8 +13,8 @@
 * **Records stream as columns**: each worker sends its finished records in Arrow batches
   (load/parquet.py; up to ``BATCH`` records or ``FLUSH_S`` of them, one at a time for a run with a
   ``stop``), and the coordinator appends them to a Parquet spool as they come: its memory holds no
-  Python object per request. They merge in index order at the end (a view over the columns,
-  ``RunResult.records``); warm-up runs first, one at a time, in this process; counters
+  Python object per request. They merge in index order at the end, read back once as numpy
+  columns (``RunResult.from_columns``; a list of records for a short run); warm-up runs first, one at a time, in this process; counters
   are snapshotted here around the run; progress lines and ``stop`` (sequential sampling) see every
   finished request as it arrives (a ``stop`` reaches the workers as a message). Budgets
   (``max_seconds``, ``drain_seconds``) run from the common start in each worker.
@@ -48,7 +48,7 @@ from ..config.load import MAX_WORKERS, shown
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
 from .frames import receive, send
 from .health import ClientHealth
-from .parquet import Spool, as_records, records_of, to_batch
+from .parquet import Spool, records_of, run_of, to_batch
 from .replay import trace_offsets_ns
 from .result import RunResult
 from .schedule import LoadConfig, LoadConfigError, RayWorkers, parse_ray, send_offsets_ns
@@ -262,14 +262,14 @@ def _collect(workers: Sequence[Link], parts: list[tuple[Share, LoadConfig]], inb
                 failed[k] = msg[1] if msg is not None else workers[k].cause()
             open_.discard(k)
         sink.add(to_batch([*home.records, *_lost(parts, failed, sink.received, home.requests)]))
-        records = sink.records()
+        table = sink.spool.table()
     except BaseException:
         sink.spool.discard()
         raise
     after = run_sync(home._counters())
     per_worker = [health[k] for k in sorted(health)]
-    return RunResult(
-        records=records, counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
+    return run_of(
+        table, counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
         stopped_early=stopped, counter_notes=home.counter_notes(),
         health=replace(ClientHealth.worst(per_worker), workers=len(per_worker)) if per_worker else None,
         worker_health=per_worker,
@@ -300,9 +300,6 @@ class Sink:
         self.spool.add(batch)
         if self.keep:
             self.kept.extend(records_of(batch))
-
-    def records(self) -> Sequence[RequestRecord]:
-        return as_records(self.spool.table())
 
 
 def _lost(parts: list[tuple[Share, LoadConfig]], failed: dict[int, str], received: Any,

@@ -247,7 +247,8 @@ def _run_file(folder: Path, r: RunResult, root: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        runfiles.write(tmp, _finite_json(_run_line(0, r)), r.records)
+        cols = r.columnar()  # a run held as columns is written from them, not made into records
+        runfiles.write(tmp, _finite_json(_run_line(0, r)), cols if cols is not None else r.records)
     except BaseException:  # nothing half-written is left behind
         tmp.unlink(missing_ok=True)
         raise
@@ -338,23 +339,29 @@ def _run_lines(path: Path, obj: dict[str, Any], runs: dict[int, RunResult]) -> N
     """One ``run`` or ``request`` line into ``runs``."""
     from ..contract import RequestRecord
     from ..load.result import RunResult
-    from ..load.schedule import LoadConfig
 
     if obj.get("kind") == "run":
-        known = {f.name for f in dataclasses.fields(RunResult)} - {"records", "columns"}
-        kw = {k: v for k, v in obj.items() if k in known}
-        cfg = kw.get("config")
-        kw["config"] = LoadConfig(**cfg) if cfg else None
-        kw.update(_health(kw))
-        runs[int(obj["run"])] = RunResult(records=[], **kw)
+        runs[int(obj["run"])] = RunResult(records=[], **_run_kw(obj))
         return
     run = runs.get(int(obj["run"]))
     if run is None:
         raise StoreError(f"{path}: a request line of run {obj['run']} before its run line")
     del obj["kind"], obj["run"]
-    assert isinstance(run.records, list)  # a run read from lines: a list
     run.records.append(RequestRecord(**obj) if obj.keys() <= _RECORD_FIELDS else
                        RequestRecord(**{k: v for k, v in obj.items() if k in _RECORD_FIELDS}))
+
+
+def _run_kw(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``run`` line, typed, as ``RunResult``'s keyword arguments (its records apart)."""
+    from ..load.result import RunResult
+    from ..load.schedule import LoadConfig
+
+    known = {f.name for f in dataclasses.fields(RunResult)} - {"records", "columns"}
+    kw = {k: v for k, v in obj.items() if k in known}
+    cfg = kw.get("config")
+    kw["config"] = LoadConfig(**cfg) if cfg else None
+    kw.update(_health(kw))
+    return kw
 
 
 def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) -> RunResult:
@@ -394,16 +401,15 @@ def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) ->
 
 def _parquet_run(f: Path) -> RunResult:
     """The run kept in Parquet run file ``f`` (store/runfiles.py)."""
+    from ..load.parquet import run_of
+
     try:
-        line, records = runfiles.read(f)
+        line, table = runfiles.read(f)
     except FileNotFoundError:
         raise StoreError(f"{f}: stored run file not found") from None
     except (OSError, ValueError) as e:
         raise StoreError(f"{f}: {e}") from None
-    runs: dict[int, RunResult] = {}
-    _run_lines(f, {**line, "kind": "run", "run": 0}, runs)
-    runs[0].records = records
-    return runs[0]
+    return run_of(table, **_run_kw(line))
 
 
 def data_files(folder: Path) -> list[Path]:

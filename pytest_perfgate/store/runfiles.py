@@ -16,20 +16,24 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..contract import RequestRecord
-from ..load.parquet import RecordView, as_records, schema, to_batch
+from ..load.columns import RequestColumns
+from ..load.parquet import schema, table_of, to_batch
 from ..runtime.links import open_nofollow
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA = "pytest-perfgate/run/2"
 SUFFIX = ".parquet"
 ROWS = 65_536  # records per row group (and per batch converted at a time)
 
 
-def write(tmp: Path, run_line: dict[str, Any], records: Sequence[RequestRecord]) -> None:
+def write(tmp: Path, run_line: dict[str, Any], records: Sequence[RequestRecord] | RequestColumns) -> None:
     """The run file at ``tmp`` (opened ``O_NOFOLLOW``): ``records`` as rows, ``run_line`` (JSON,
-    finite numbers only) in the metadata. A run whose records are a view is written column by column."""
+    finite numbers only) in the metadata. A run held as columns is written from them."""
     import pyarrow.parquet as pq
 
     meta = {b"perfgate.schema": SCHEMA.encode(),
@@ -37,16 +41,16 @@ def write(tmp: Path, run_line: dict[str, Any], records: Sequence[RequestRecord])
     sch = schema().with_metadata(meta)
     with os.fdopen(open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as raw, \
             pq.ParquetWriter(raw, sch, compression="zstd") as w:
-        if isinstance(records, RecordView):
-            w.write_table(records.table.replace_schema_metadata(meta), row_group_size=ROWS)
+        if isinstance(records, RequestColumns):
+            w.write_table(table_of(records).replace_schema_metadata(meta), row_group_size=ROWS)
             return
         for start in range(0, len(records), ROWS):
             w.write_batch(to_batch(records[start:start + ROWS]))
 
 
-def read(path: Path) -> tuple[dict[str, Any], Sequence[RequestRecord]]:
-    """The run line and the records of run file ``path`` (a list, a view for a long run); ValueError
-    when it is no perfgate run file, OSError when it cannot be read."""
+def read(path: Path) -> tuple[dict[str, Any], pa.Table]:
+    """The run line and the records (one row each) of run file ``path``; ValueError when it is no
+    perfgate run file, OSError when it cannot be read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -63,4 +67,4 @@ def read(path: Path) -> tuple[dict[str, Any], Sequence[RequestRecord]]:
         raise ValueError("no run in its metadata") from None
     if not isinstance(line, dict):
         raise ValueError("its run metadata is not a JSON object")
-    return line, as_records(table.replace_schema_metadata(None))
+    return line, table.replace_schema_metadata(None)

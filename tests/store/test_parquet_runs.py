@@ -1,6 +1,6 @@
-"""Run files in Parquet (store/runfiles.py, load/parquet.py): every record field round trips, a view
-of the columns reads as the records do, an old ``runs/*.jsonl.gz`` run file is still read, and the
-file is plain Parquet (read here with pyarrow alone)."""
+"""Run files in Parquet (store/runfiles.py, load/parquet.py): every record field round trips, as
+records and as numpy columns (load/columns.py), an old ``runs/*.jsonl.gz`` run file is still read,
+and the file is plain Parquet (read here with pyarrow alone)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import gzip
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 from pytest_perfgate.config import Thresholds
 from pytest_perfgate.contract import RequestRecord
-from pytest_perfgate.load.parquet import RecordView, records_of, to_batch
+from pytest_perfgate.load import parquet
+from pytest_perfgate.load.columns import RequestColumns
+from pytest_perfgate.load.parquet import columns_of, records_of, table_of, to_batch
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.schedule import LoadConfig
 from pytest_perfgate.store import records, runfiles
@@ -42,20 +44,20 @@ def _run(recs: list[RequestRecord]) -> RunResult:
                      config=LoadConfig(num_requests=41), start_ns=1, end_ns=2)
 
 
-def test_every_field_round_trips_as_a_list_and_as_a_view(tmp_path: Path) -> None:
+def test_every_field_round_trips_as_records_and_as_columns(tmp_path: Path) -> None:
     recs = _records()
     runfiles.write(tmp_path / "a.parquet", {"engine_info": {"name": "e"}}, recs)
-    line, back = runfiles.read(tmp_path / "a.parquet")
-    assert line == {"engine_info": {"name": "e"}} and isinstance(back, list)
-    assert [dataclasses.asdict(r) for r in back] == [dataclasses.asdict(r) for r in recs]
-    view = RecordView(pq.read_table(tmp_path / "a.parquet"))  # the columns, written again from a view
-    runfiles.write(tmp_path / "b.parquet", {}, view)
-    again = runfiles.read(tmp_path / "b.parquet")[1]
-    assert list(view) == recs and list(again) == recs and view[-1] == recs[-1] and view[2:5] == recs[2:5]
-    assert view.numpy("index").tolist() == [r.index for r in recs]
-    assert np.isnan(view.numpy("connect_ns")[2]) and view.numpy("connect_ns")[1] == 1234
-    values, offsets = view.chunks()
-    assert [values[offsets[i]:offsets[i + 1]].tolist() for i in range(len(recs))] == [r.chunk_ns for r in recs]
+    line, table = runfiles.read(tmp_path / "a.parquet")
+    assert line == {"engine_info": {"name": "e"}}
+    assert [dataclasses.asdict(r) for r in records_of(table)] == [dataclasses.asdict(r) for r in recs]
+    cols = columns_of(table)  # numpy columns, and written again from them
+    assert [dataclasses.asdict(r) for r in cols.records()] == [dataclasses.asdict(r) for r in recs]
+    assert cols.records() == RequestColumns.from_records(recs).records()
+    runfiles.write(tmp_path / "b.parquet", {}, cols)
+    assert records_of(runfiles.read(tmp_path / "b.parquet")[1]) == recs
+    assert table_of(cols).equals(table)
+    assert cols.index.tolist() == [r.index for r in recs] and cols.chunks(3).tolist() == recs[3].chunk_ns
+    assert len(columns_of(table.slice(0, 0))) == 0
 
 
 def test_an_int_past_int64_is_dropped_not_fatal() -> None:
@@ -64,7 +66,8 @@ def test_an_int_past_int64_is_dropped_not_fatal() -> None:
     assert back.output_tokens is None and back.chunk_ns == [1, None] and back.error == "implausible"
 
 
-def test_a_stored_run_is_parquet_and_an_old_jsonl_run_file_is_still_read(tmp_path: Path, th: Thresholds) -> None:
+def test_a_stored_run_is_parquet_and_an_old_jsonl_run_file_is_still_read(tmp_path: Path, th: Thresholds,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     g = th.gate("ttft")
     run = _run(_records())
     live = evaluate(g, run, thresholds=th)
@@ -74,8 +77,12 @@ def test_a_stored_run_is_parquet_and_an_old_jsonl_run_file_is_still_read(tmp_pat
     assert new.suffix == ".parquet" and pq.read_table(new).num_rows == len(run.records)
     assert records.data_files(tmp_path) == sorted([tmp_path / rel, new])
     stored = records.load(tmp_path / rel)
-    assert list(stored.runs[0].records) == run.records and stored.runs[0].engine_info == {"name": "e", "nan": None}
+    assert stored.runs[0].records == run.records and stored.runs[0].engine_info == {"name": "e", "nan": None}
     assert records.reevaluate(stored, g, th).record.same(live.record)
+    monkeypatch.setattr(parquet, "LIST_UP_TO", 10)  # a long run: read back as columns, the same verdict
+    stored = records.load(tmp_path / rel)
+    assert stored.runs[0].columnar() is not None and records.reevaluate(stored, g, th).record.same(live.record)
+    assert stored.runs[0].records == run.records
     # the same run as an old run file: a run/1 header, the run line, one request line per record
     old = new.with_name("old.jsonl.gz")
     with gzip.open(old, "wt") as f:
@@ -86,5 +93,5 @@ def test_a_stored_run_is_parquet_and_an_old_jsonl_run_file_is_still_read(tmp_pat
     with gzip.open(tmp_path / rel, "wt") as f:
         f.write("".join(json.dumps(x) + "\n" for x in lines))
     stored = records.load(tmp_path / rel)
-    assert list(stored.runs[0].records) == run.records and stored.runs[0].config == run.config
+    assert stored.runs[0].records == run.records and stored.runs[0].config == run.config
     assert records.reevaluate(stored, g, th).record.same(live.record)
