@@ -8,6 +8,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,7 +37,14 @@ def test_every_request_is_stored_once_as_columns(server_url: str, tmp_path: Path
     monkeypatch.setattr(parquet, "LIST_UP_TO", 100)  # 600 records: columns, as a long run's are
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the spool goes
     kept: list[Sink] = []
-    monkeypatch.setattr(Sink, "add", lambda self, b, f=Sink.add: (kept.append(self) if self not in kept else None, f(self, b))[1])
+    add = Sink.add
+
+    def spy(self: Sink, batch: Any) -> None:
+        if self not in kept:
+            kept.append(self)
+        add(self, batch)
+
+    monkeypatch.setattr(Sink, "add", spy)
     eng = HogEngine("cal", {"base_url": server_url, "model": "scripted", "timeout": 10})
     eng.start()
     seen: list[int] = []
