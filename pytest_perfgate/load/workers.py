@@ -14,10 +14,11 @@
   (load/parquet.py; up to ``BATCH`` records or ``FLUSH_S`` of them, one at a time for a run with a
   ``stop``), and the coordinator appends them to a Parquet spool as they come: its memory holds no
   Python object per request. They merge in index order at the end, read back once as numpy
-  columns (``RunResult.from_columns``; a list of records for a short run); warm-up runs first, one at a time, in this process; counters
-  are snapshotted here around the run; progress lines and ``stop`` (sequential sampling) see every
-  finished request as it arrives (a ``stop`` reaches the workers as a message). Budgets
-  (``max_seconds``, ``drain_seconds``) run from the common start in each worker.
+  columns (``RunResult.from_columns``; a list of records for a short run).
+* **Warm-up** runs first, one at a time, in this process; counters are snapshotted here around the
+  run; progress lines and ``stop`` (sequential sampling) see every batch as it arrives (a
+  ``stop`` reaches the workers as a message). Budgets (``max_seconds``, ``drain_seconds``) run
+  from the common start in each worker.
 * **Health per worker**: each worker's loop lag, send lag and CPU share (load/health.py) are in
   ``RunResult.worker_health``; ``RunResult.health`` is the worst of each (load/validity.py).
 * **A worker that dies** keeps the records it sent; the rest of its requests are recorded as
@@ -74,7 +75,7 @@ WORKER_ENV = "PERFGATE_CLIENT_WORKER_OF"  # a worker's environment names its ses
 READY_TIMEOUT_S = 120.0  # a worker that never says ready (an import that hangs): the run fails
 START_MARGIN_NS = 100_000_000  # the common start, after every worker got it
 BATCH = 2048  # a worker sends its records when it has this many ...
-FLUSH_S = 0.2  # ... or when its oldest unsent one waited this long (at its next finished request)
+FLUSH_S = 0.2  # ... or at a finished request this long or more after its last batch
 
 
 def usable_cores() -> int:
