@@ -186,11 +186,14 @@ class RequestColumns:
         order) and the chunk time each gap ended at: ``metrics.itl_gaps_and_ends`` (int64 ns)."""
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         flat = self.chunk_ns
-        if rows.size == len(self) and (rows == np.arange(len(self))).all():
-            inside = np.ones(max(flat.size - 1, 0), dtype=bool)  # consecutive chunks of one request
-            cut = self.offsets[1:-1]
-            inside[cut[(cut > 0) & (cut < flat.size)] - 1] = False
-            return flat[1:][inside] - flat[:-1][inside], flat[1:][inside]
+        if rows.size < 2 or (np.diff(rows) > 0).all():  # rows in order: a mask over the flat chunks
+            chosen = np.zeros(len(self), dtype=bool)
+            chosen[rows] = True
+            inside = np.repeat(chosen, self.n_chunks)  # a chunk of a chosen request ...
+            heads = self.offsets[:-1][self.n_chunks > 0]
+            inside[heads] = False  # ... that is not its first: a gap ends there
+            gaps = np.diff(flat)[inside[1:]]  # (one temporary of every gap)
+            return gaps, flat[inside]
         take = _ranges(starts + 1, ends)  # every chunk but each request's first
         return flat[take] - flat[take - 1], flat[take]
 
