@@ -7,7 +7,7 @@ block of :data:`BLOCK` is turned into columns: the memory is the columns plus on
 the old path (the whole list of records), so what is read and said never changes.
 
 :func:`array_pieces` cuts a top-level JSON array of objects (inference-perf) into pieces decoded by
-msgspec: a piece ends at a ``}`` followed by ``,`` and the next element's ``{`` (inside an entry an
+orjson (the old path's decoder, so the same values): a piece ends at a ``}`` followed by ``,`` and the next element's ``{`` (inside an entry an
 object is followed by a key, never by ``{``), checked by decoding (:mod:`.stream` says why that is
 sound).
 """
@@ -63,11 +63,16 @@ def _element_end(buf: bytes, lo: int, hi: int) -> int:
 
 
 def array_pieces(f: IO[bytes], path: str, limit: int) -> Iterator[list[Any]]:
-    """The elements of a top-level JSON array, a decoded list at a time (msgspec, generic values as
-    orjson gives them). :class:`.stream.Malformed` when the file is not cut so (the old path's)."""
-    import msgspec
+    """The elements of a top-level JSON array, a decoded list at a time (orjson, as the old path's
+    ``jsondoc.load`` decodes the whole: the same values, an int past 64 bits a float too; msgspec would
+    keep it an int). :class:`.stream.Malformed` when the file is not cut so (the old path's)."""
+    import orjson
 
-    dec = msgspec.json.Decoder()
+    def decode(text: bytes) -> Any:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise Malformed("a piece that does not decode") from None
     buf = b""
     read = 0
     first = True
@@ -88,16 +93,9 @@ def array_pieces(f: IO[bytes], path: str, limit: int) -> Iterator[list[Any]]:
             break
         end = _element_end(buf, 0, len(buf))
         if end > 0:
-            try:
-                got = dec.decode(b"[" + buf[:end] + b"]")
-            except msgspec.DecodeError:
-                raise Malformed("a piece that does not decode") from None
-            yield got
+            yield decode(b"[" + buf[:end] + b"]")
             buf = buf[end:].lstrip(_WS).removeprefix(b",")
     tail = buf.rstrip(_WS)
     if not tail.endswith(b"]"):
         raise Malformed("truncated: no closing bracket")
-    try:
-        yield dec.decode(b"[" + tail[:-1] + b"]") if tail[:-1].strip(_WS) else []
-    except msgspec.DecodeError:
-        raise Malformed("a piece that does not decode") from None
+    yield decode(b"[" + tail[:-1] + b"]") if tail[:-1].strip(_WS) else []

@@ -22,7 +22,6 @@ from .errors import ResultsError
 
 MAX_BYTES = 2 << 30  # an export (a 1 GB file is decided in ~18 s with ~3.3 GB of memory)
 SIDE_BYTES = 16 << 20  # a file beside it (AIPerf's profile_export_aiperf.json: ~20 KB)
-_NOT_READ = object()
 PAST = 1 << 64  # a time in ns past int64, saturated: past int64 still when an int64 is added or taken away
 
 
@@ -95,8 +94,6 @@ def load(path: Path, limit: int = MAX_BYTES) -> Any:
 
 def lines(path: Path, limit: int = MAX_BYTES) -> Iterator[tuple[int, Any]]:
     """``(line number, record)`` of a JSON-lines file (blank lines skipped), one line read at a time."""
-    import orjson
-
     read = 0
     with open_regular(path) as f:
         for no, raw in enumerate(f, 1):
@@ -106,12 +103,8 @@ def lines(path: Path, limit: int = MAX_BYTES) -> Iterator[tuple[int, Any]]:
                                    "reads)", record=f"line {no}")
             if not raw.strip():
                 continue
-            try:
-                doc = orjson.loads(raw)  # ~3x json's speed; the same values (json: NaN tokens, and the message)
-            except orjson.JSONDecodeError:
-                doc = _NOT_READ
-            try:
-                yield no, doc if doc is not _NOT_READ else json.loads(raw)
+            try:  # json, not orjson: orjson reads an int past 64 bits as a float (an index of 10**30 is named)
+                yield no, json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise ResultsError(path, f"not valid JSON (truncated or corrupt?): {e}", record=f"line {no}") from None
             except RecursionError:

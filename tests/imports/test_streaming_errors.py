@@ -69,3 +69,16 @@ def test_cut_guesses_that_do_not_decode_are_malformed() -> None:
         list(array_pieces(io.BytesIO(b'[{"a": 1}, {"b": '), "f", 1 << 30))
     with pytest.raises(ResultsError, match="over 0 MiB"):
         list(stream.members(io.BytesIO(b'{"a": 1}'), "f", 3, {}))
+
+
+def test_an_int_past_64_bits_reads_as_the_old_path(tmp_path: Path) -> None:
+    """orjson (the old path's decoder) reads 10**30 as a float: the pieces are decoded with it too."""
+    from pytest_perfgate.imports import inference_perf
+
+    doc = json.loads((DATA / "inference-perf" / "per_request_lifecycle_metrics.json").read_text())
+    doc[3]["info"]["response_metrics"]["server_usage"]["completion_tokens"] = 10**30
+    f = tmp_path / "per_request_lifecycle_metrics.json"
+    f.write_text(json.dumps(doc))
+    new, old = load_results(f), inference_perf._read_records(f)[0][1].drop_implausible()
+    assert [(r.error, r.output_tokens, r.token_count_source) for r in new.records] == \
+        [(r.error, r.output_tokens, r.token_count_source) for r in old.records]
