@@ -20,6 +20,10 @@ __all__ = ["Format", "ImportedRun", "ResultsError", "Source", "find", "formats",
 
 def drop_warmup(run: ImportedRun, k: int) -> ImportedRun:
     """The first ``k`` requests (in send order) marked warm-up: kept in the file, out of every verdict."""
+    c = run.columnar()
+    if c is not None:  # rows in send order, as the records
+        c.warmup[:k] = True
+        return run
     for r in run.records[:k]:
         r.warmup = True
     return run

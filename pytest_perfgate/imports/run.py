@@ -72,6 +72,8 @@ class ImportedRun(RunResult):
         """Each request whose times or counts no run can have (past int64, absurd token counts:
         :mod:`~pytest_perfgate.load.plausible`) failed with the cause named, its numbers dropped; the
         run's span from the requests that have real times."""
+        if self.columnar() is not None:  # columns are built from plausible numbers only (load/columns.py)
+            return self
         bad = [(r, why) for r in self.records if (why := plausible.problem(r))]
         if not bad:
             return self
@@ -99,7 +101,7 @@ class ImportedRun(RunResult):
         if name in PER_CHUNK_METRICS and not self.source.per_chunk:
             raise SampleError(f"{name}: {self.source.tool} ({self.source.format}) keeps no per-chunk times in "
                               f"{self.source.path}: {name} cannot be measured from it")
-        if name == "queue_time" and not any(r.scheduled_ns is not None for r in self.records):
+        if name == "queue_time" and not self._scheduled():
             raise SampleError(f"{name}: {self.source.format} has no scheduled send times (no send-lag check)")
         notes = self.notes()
         try:
@@ -108,15 +110,31 @@ class ImportedRun(RunResult):
             raise SampleError(f"{e} [{'; '.join(notes)}]") from None
         return dataclasses.replace(got, notes=(*got.notes, *notes)) if notes and isinstance(got, Samples) else got
 
+    def _scheduled(self) -> bool:
+        c = self.columnar()
+        if c is not None:
+            from ..load.columns import NONE
+
+            return bool((c.scheduled_ns != NONE).any())
+        return any(r.scheduled_ns is not None for r in self.records)
+
+    def n_records(self) -> int:
+        c = self.columnar()
+        return len(c) if c is not None else len(self.records)
+
+    def n_warmup(self) -> int:
+        c = self.columnar()
+        return int(c.warmup.sum()) if c is not None else sum(1 for r in self.records if r.warmup)
+
     def notes(self) -> tuple[str, ...]:
         """What a verdict on this run says of its source: the file, a sample's "n of N", the counts."""
         s = self.source
         out = [f"imported from {s.tool} ({s.format}{' ' + s.version if s.version else ''}): {s.path}"
                + (f" [{s.level}]" if s.level else "")]
-        if s.total is not None and s.total != len(self.records):
-            out.append(f"a sample: {len(self.records)} of {s.total} requests the tool ran are in the file; "
+        if s.total is not None and s.total != self.n_records():
+            out.append(f"a sample: {self.n_records()} of {s.total} requests the tool ran are in the file; "
                        "the verdict is on that sample")
-        warm = sum(1 for r in self.records if r.warmup)
+        warm = self.n_warmup()
         if warm:
             out.append(f"{warm} first request(s) dropped as warm-up (--warmup)")
         if s.token_counts == "tokenizer":
@@ -126,10 +144,10 @@ class ImportedRun(RunResult):
     def requests_for(self, samples_needed: int, samples: int) -> int:
         """Requests a run of this tool would need for ``samples_needed`` samples of a metric of which
         this run gave ``samples`` (per-chunk metrics give several a request; failures give none)."""
-        ok = max(1, len(self.successful))
+        ok = max(1, self.n_successful())
         per_request = samples / ok if samples else 1.0
-        success = ok / max(1, len(self.measured))
-        warm = sum(1 for r in self.records if r.warmup)
+        success = ok / max(1, self.n_measured())
+        warm = self.n_warmup()
         return warm + math.ceil(samples_needed / max(per_request, 1e-9) / max(success, 1e-9))
 
     def to_dict(self) -> dict[str, Any]:

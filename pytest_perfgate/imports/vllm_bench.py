@@ -17,6 +17,7 @@ import numpy as np
 
 from ..contract import RequestRecord
 from ..load import plausible
+from ..load.columns import NONE
 from ..runtime.redaction import printable
 from . import jsondoc as j
 from .errors import ResultsError, bounded
@@ -159,7 +160,20 @@ def run_of(path: Path, doc: Any, level: str = "", where: str = "", consume: bool
 
 
 def read(path: Path) -> list[tuple[str, ImportedRun]]:
-    return [("", run_of(path, j.load(path), consume=True))]
+    """The file's run: streamed into columns (:mod:`.vllm_columns`), else (a file that path does not
+    take: an entry to name, NaN tokens, ...) the whole document as before."""
+    from .vllm_columns import read as read_columns
+
+    got = read_columns(path)
+    if got is None:
+        return [("", run_of(path, j.load(path), consume=True))]
+    doc, cols = got
+    src = Source(NAME, TOOL, str(path), more=MORE)
+    info = {"name": path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path),
+            "model": printable(str(doc.get("model_id", "")))[:200], "backend": printable(str(doc.get("backend", "")))[:40]}
+    end = np.where((cols.end_ns == NONE) | (cols.end_ns == 0), cols.sent_ns, cols.end_ns) if len(cols) else None
+    return [("", ImportedRun.from_columns(cols, engine_info=info, start_ns=int(cols.sent_ns.min()) if len(cols) else 0,
+                                          end_ns=int(end.max()) if end is not None else 0, source=src))]
 
 
 FORMAT = Format(NAME, "vllm bench serve --save-result --save-detailed JSON", detect, read)

@@ -35,10 +35,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..contract import Engine, Request, clock, run_sync
-from .clocks import ClockOffset, estimate, to_coordinator, to_local
+from .clocks import ClockOffset, estimate, to_local
+from .parquet import shifted
 from .result import RunResult
 from .schedule import LoadConfig, LoadConfigError
-from .workers import Home, Progress, Stop, _collect, _Worker, plan
+from .workers import Home, Progress, Stop, _collect, _Worker, batch_size, plan
 
 READY_TIMEOUT_S = 300.0  # an actor (a Python process on its node) that never started: the run fails
 POLL_S = 0.2  # an actor's poll returns after this long without a frame
@@ -138,10 +139,8 @@ class _Link:
         """A frame from the host, its stamps on this process's clock and its host named."""
         if msg is None:
             return None
-        if msg[0] == "rec":
-            rec = to_coordinator(msg[1], self.offset)
-            rec.host = self.host
-            return ("rec", rec)
+        if msg[0] == "batch":
+            return ("batch", shifted(msg[1], self.offset.offset_ns, self.host))
         if msg[0] == "done" and msg[1] is not None:
             return ("done", replace(msg[1], host=self.host, clock_offset=self.offset.offset_s,
                                     clock_uncertainty=self.offset.uncertainty_s))
@@ -216,7 +215,8 @@ def run_ray(engine: Engine, requests: Sequence[Request], config: LoadConfig, pro
         for link, (part, cfg) in zip(links, parts, strict=True):
             try:
                 link.measure()
-                link.begin({"engine": spec(), "requests": list(requests), "config": cfg, "part": part})
+                link.begin({"engine": spec(), "requests": list(requests), "config": cfg, "part": part,
+                            "batch": batch_size(stop)})
             except Exception as e:  # its requests fail with the cause; the other hosts run
                 first = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
                 inbox.put((link.k, ("failed", f"Ray actor on {link.host} did not start: {type(e).__name__}: {first}")))

@@ -14,7 +14,9 @@ from ..config import metrics as metric_names
 from ..contract import RequestRecord
 from ..runtime.redaction import clean
 from ..verdicts.samples import Proportion, RequestCounts, SampleError, Samples, make_samples, single
+from . import column_metrics as cm
 from . import metrics as m
+from .columns import RequestColumns
 from .schedule import LoadConfig
 
 if TYPE_CHECKING:
@@ -101,6 +103,29 @@ class RunResult:
     # a sequential load run's looks and each gate's deciding look (load/decided.py: run_until_decided)
     decided: Any = None
     counter_notes: list[str] = field(default_factory=list)  # counters the run dropped: a /metrics value NaN (load/counters.py)
+    # the records as columns (load/columns.py): a run built by from_columns keeps only these, ``records``
+    # is then made from them on first use (and the columns dropped: records may be changed in place)
+    columns: RequestColumns | None = None
+
+    @classmethod
+    def from_columns(cls, columns: RequestColumns, **kw: Any) -> Any:
+        """A run whose records are ``columns`` (plausible ones: every number fits int64, counts are
+        counts): the metrics, counts and verdicts read the columns, ``records`` is a lazy view."""
+        run = cls(records=[], columns=columns, **kw)
+        run.__dict__["_records"] = None
+        return run
+
+    def columnar(self) -> RequestColumns | None:
+        """The columns while the records have not been made from them (the fast path), else None."""
+        return self.columns if self.__dict__.get("_records") is None else None
+
+    def n_measured(self) -> int:
+        c = self.columnar()
+        return int(c.measured.sum()) if c is not None else len(self.measured)
+
+    def n_successful(self) -> int:
+        c = self.columnar()
+        return int(c.successful.sum()) if c is not None else len(self.successful)
 
     # -- views ---------------------------------------------------------------------------------
     @property
@@ -113,12 +138,18 @@ class RunResult:
 
     def errors(self) -> Counter[str]:
         """Failed measured requests by cause (``"HTTP 500"``, ``"timeout"``, ...)."""
+        c = self.columnar()
+        if c is not None:
+            return cm.errors(c, error_cause)
         return Counter(error_cause(r.error) for r in self.measured if r.error is not None)
 
     def request_counts(self) -> RequestCounts:
         """Measured, successful and failed requests (``samples.RequestRun``: a gate's error budget)."""
         reasons: dict[str, str] = {}
         url = request_url(self.engine_info)
+        c = self.columnar()
+        if c is not None:
+            return cm.request_counts(c, url, error_cause, describe_error)
         measured = self.measured  # once: a pass over every record (100k of them for an imported run)
         failed = [r.error for r in measured if r.error is not None]
         for e in failed:
@@ -128,7 +159,7 @@ class RunResult:
                              {k: v for k, v in reasons.items() if v})
 
     def _why_empty(self) -> str:
-        n = len(self.measured)
+        n = self.n_measured()
         if n == 0:
             return "no measured requests (nothing was sent)"
         errs = self.errors()
@@ -153,9 +184,10 @@ class RunResult:
             raise SampleError(f"{metric}: unknown metric (known: {', '.join(metric_names.known_names())})")
         name = desc.name
         if desc.source == metric_names.REQUESTS:
-            if not self.measured:
+            if not self.n_measured():
                 raise SampleError(f"{name}: {self._why_empty()}")
-            return m.error_rate(self.records)
+            c = self.columnar()
+            return cm.error_rate(c) if c is not None else m.error_rate(self.records)
         if desc.source in (metric_names.RECORDS, metric_names.RUN):
             got = dataclasses.replace(self._from_records(name), requests=self.request_counts())
             unforced = self._lengths_not_forced(name)
@@ -182,11 +214,17 @@ class RunResult:
         requests stopped before their ``max_tokens``; "" otherwise."""
         if name not in _LENGTH_DEPENDENT or not str(self.engine_info.get("output_lengths", "")).startswith("not forced"):
             return ""
-        early = sum(1 for r in self.successful if r.finish_reason not in (None, "length"))
-        return (f"output lengths not forced (the server takes no ignore_eos): {early}/{len(self.successful)} "
+        c = self.columnar()
+        early = cm.early_stops(c) if c is not None else \
+            sum(1 for r in self.successful if r.finish_reason not in (None, "length"))
+        return (f"output lengths not forced (the server takes no ignore_eos): {early}/{self.n_successful()} "
                 "request(s) stopped before max_tokens; measured over the tokens that came")
 
     def _from_records(self, name: str) -> Samples:
+        c = self.columnar()
+        if c is not None and not (name == "goodput" and self.slos) and not (
+                name in ("output_throughput", "request_throughput") and self._sequential()):
+            return self._from_columns(c, name)
         ok = self.successful
         if not ok and name != "queue_time":
             raise SampleError(f"{name}: {self._why_empty()}")
@@ -224,6 +262,36 @@ class RunResult:
         if not self.slos:
             raise SampleError(f"{name}: needs SLO limits (RunResult.slos, e.g. {{'ttft': 0.2, 'tpot': 0.05}})")
         return _single(m.goodput(self.records, self.slos), "req/s", name)
+
+    def _from_columns(self, c: RequestColumns, name: str) -> Samples:
+        """:meth:`_from_records` on the columns (load/column_metrics.py): the same samples."""
+        import numpy as np
+
+        ok = np.flatnonzero(c.successful)
+        if not ok.size and name != "queue_time":
+            raise SampleError(f"{name}: {self._why_empty()}")
+        if name in ("ttft", "e2e", "itl"):
+            got = cm.metric(c, name)
+            if got is None:
+                raise SampleError(f"{name}: no request streamed more than one chunk")
+            return got  # type: ignore[no-any-return]
+        if name == "queue_time":
+            q = cm.queue_ns(c)
+            if not q.size:
+                raise SampleError(f"{name}: {self._why_empty() if not self.n_measured() else 'no scheduled send times'}")
+            return cm.seconds(q, name)
+        if name in ("tpot", "decode_rate"):
+            vals, rows, skipped = cm.per_request(c, name, ok)
+            what = "TPOT" if name == "tpot" else "decode rate"
+            reason = f"{skipped} request(s) with <= 1 output token ({what} undefined)" if skipped else ""
+            if not vals.size:
+                raise SampleError(f"{name}: undefined for every request: {reason}")
+            s = make_samples(vals / 1e9 if name == "tpot" else vals, "s" if name == "tpot" else "tok/s", label=name,
+                             sent=c.sent_ns[rows].astype(np.float64) / 1e9)
+            return dataclasses.replace(s, notes=(reason,)) if reason else s
+        if name in ("output_throughput", "request_throughput"):
+            return _single(cm.throughput(c, name), "tok/s" if name == "output_throughput" else "req/s", name)
+        raise SampleError(f"{name}: needs SLO limits (RunResult.slos, e.g. {{'ttft': 0.2, 'tpot': 0.05}})")
 
     def _per_request(self, name: str, ok: list[RequestRecord]) -> Samples:
         """TPOT (s) or decode rate (tok/s) of every request where it is defined, in send order."""
@@ -296,7 +364,8 @@ class RunResult:
                 **{f"p{q}": empirical_quantile(v, q / 100) for q in (50, 90, 99)},
             }
         for name in ("output_throughput", "request_throughput"):
-            v2 = getattr(m, name)(self.records)
+            c = self.columnar()
+            v2 = cm.throughput(c, name) if c is not None else getattr(m, name)(self.records)
             if v2 is not None:
                 out[name] = {"value": float(v2)}
         return out
@@ -344,6 +413,23 @@ class RunResult:
             worker_health=[ClientHealth.from_dict(h) for h in data.get("client_workers") or [] if isinstance(h, Mapping)],
             counter_notes=[str(x) for x in data.get("counter_notes") or [] if isinstance(x, str)],
         )
+
+
+def _get_records(self: RunResult) -> list[RequestRecord]:
+    got: list[RequestRecord] | None = self.__dict__.get("_records")
+    if got is None:  # made from the columns once; from here on the records are the run's data
+        cols = self.__dict__.get("columns")
+        got = cols.records() if cols is not None else []
+        self.__dict__["_records"] = got
+        self.__dict__["columns"] = None
+    return got
+
+
+def _set_records(self: RunResult, records: list[RequestRecord]) -> None:
+    self.__dict__["_records"] = records
+
+
+setattr(RunResult, "records", property(_get_records, _set_records))  # noqa: B010  (a field, lazy when columnar)
 
 
 def _seconds(values_ns: list[int], name: str, sent_ns: list[int] | None = None) -> Samples:

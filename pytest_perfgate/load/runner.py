@@ -89,6 +89,7 @@ class _Run:
         self.warmup = warmup
         self.progress, self.stop_fn = progress, stop
         self.records: list[RequestRecord] = []
+        self.keep = True  # a client worker keeps no record: it streams them (load/worker.py)
         self.request_counters: list[dict[str, float]] = []  # after each measured request (sequential runs)
         self.done: list[RequestRecord] = []
         self.stopped = False
@@ -112,7 +113,8 @@ class _Run:
         req = self._request(i)
         rec = RequestRecord(index=i, tag=req.tag, scheduled_ns=scheduled_ns, warmup=warmup,
                             expected_prompt_tokens=req.prompt_tokens)
-        self.records.append(rec)
+        if self.keep or warmup:
+            self.records.append(rec)
         drain = self.config.drain_seconds
         try:
             if warmup or drain is None or self.deadline_ns is None:

@@ -10,10 +10,15 @@
 * **Concurrency is held globally** by shares: ``concurrency = C`` over W workers gives each
   ``C // W`` (the first ``C % W`` one more; at most C workers). A closed loop keeps C in flight in
   all; an open loop's cap is then per share (a worker at its cap waits while another has room).
-* **Records merge** in index order; warm-up runs first, one at a time, in this process; counters
-  are snapshotted here around the run; progress lines and ``stop`` (sequential sampling) see every
-  finished request as it arrives (a ``stop`` reaches the workers as a message). Budgets
-  (``max_seconds``, ``drain_seconds``) run from the common start in each worker.
+* **Records stream as columns**: each worker sends its finished records in Arrow batches
+  (load/parquet.py; up to ``BATCH`` records or ``FLUSH_S`` of them, one at a time for a run with a
+  ``stop``), and the coordinator appends them to a Parquet spool as they come: its memory holds no
+  Python object per request. They merge in index order at the end, read back once as numpy
+  columns (``RunResult.from_columns``; a list of records for a short run).
+* **Warm-up** runs first, one at a time, in this process; counters are snapshotted here around the
+  run; progress lines and ``stop`` (sequential sampling) see every batch as it arrives (a
+  ``stop`` reaches the workers as a message). Budgets (``max_seconds``, ``drain_seconds``) run
+  from the common start in each worker.
 * **Health per worker**: each worker's loop lag, send lag and CPU share (load/health.py) are in
   ``RunResult.worker_health``; ``RunResult.health`` is the worst of each (load/validity.py).
 * **A worker that dies** keeps the records it sent; the rest of its requests are recorded as
@@ -33,6 +38,7 @@ import os
 import queue
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -43,6 +49,7 @@ from ..config.load import MAX_WORKERS, shown
 from ..contract import Engine, Request, RequestRecord, clock, run_sync
 from .frames import receive, send
 from .health import ClientHealth
+from .parquet import Spool, records_of, run_of, to_batch
 from .replay import trace_offsets_ns
 from .result import RunResult
 from .schedule import LoadConfig, LoadConfigError, RayWorkers, parse_ray, send_offsets_ns
@@ -67,6 +74,8 @@ class Home(Protocol):
 WORKER_ENV = "PERFGATE_CLIENT_WORKER_OF"  # a worker's environment names its session's pid
 READY_TIMEOUT_S = 120.0  # a worker that never says ready (an import that hangs): the run fails
 START_MARGIN_NS = 100_000_000  # the common start, after every worker got it
+BATCH = 2048  # a worker sends its records when it has this many ...
+FLUSH_S = 0.2  # ... or at a finished request this long or more after its last batch
 
 
 def usable_cores() -> int:
@@ -74,6 +83,11 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def batch_size(stop: Stop | None) -> int:
+    """Records per batch from a worker: one for a run with a ``stop`` (it is asked after each)."""
+    return 1 if stop is not None else BATCH
 
 
 def resolve_workers(spec: int | str) -> int | RayWorkers:
@@ -195,7 +209,7 @@ def run_workers(engine: Engine, requests: Sequence[Request], config: LoadConfig,
         for k, (part, cfg) in enumerate(parts):
             workers.append(_Worker(k, inbox))
             workers[-1].tell({"parent": os.getpid(), "engine": spec(), "requests": list(requests),
-                              "config": cfg, "part": part})
+                              "config": cfg, "part": part, "batch": batch_size(stop)})
         return _collect(workers, parts, inbox, home, config, progress, stop, before)
     finally:
         for w in workers:
@@ -224,51 +238,78 @@ def _collect(workers: Sequence[Link], parts: list[tuple[Share, LoadConfig]], inb
     start = clock() + margin_ns
     for k in ready:
         workers[k].tell(("start", start))
-    done: list[RequestRecord] = []
     health: dict[int, ClientHealth] = {}
-    received: set[int] = set()
     stopped = False
     open_ = set(ready)
     n = sum(len(p[0]) for p, _ in parts)
-    while open_:
-        k, msg = inbox.get()
-        if k not in open_:  # the EOF after a worker's "done"
-            continue
-        if msg is not None and msg[0] == "rec":
-            done.append(msg[1])
-            received.add(msg[1].index)
-            if progress is not None:
-                progress(len(done), n, (clock() - start) / 1e9)
-            if stop is not None and not stopped and stop(RunResult(records=list(done), config=config, start_ns=start)):
-                stopped = True
-                for j in open_:
-                    workers[j].tell(("stop",))
-            continue
-        if msg is not None and msg[0] == "done":
-            health[k] = msg[1]
-        else:
-            failed[k] = msg[1] if msg is not None else workers[k].cause()
-        open_.discard(k)
-    lost = _lost(parts, failed, received, home.requests)
-    records = [*home.records, *done, *lost]
+    sink = Sink(n, keep=stop is not None)
+    try:
+        while open_:
+            k, msg = inbox.get()
+            if k not in open_:  # the EOF after a worker's "done"
+                continue
+            if msg is not None and msg[0] == "batch":
+                sink.add(msg[1])
+                if progress is not None:
+                    progress(sink.count, n, (clock() - start) / 1e9)
+                if stop is not None and not stopped and stop(RunResult(records=list(sink.kept), config=config, start_ns=start)):
+                    stopped = True
+                    for j in open_:
+                        workers[j].tell(("stop",))
+                continue
+            if msg is not None and msg[0] == "done":
+                health[k] = msg[1]
+            else:
+                failed[k] = msg[1] if msg is not None else workers[k].cause()
+            open_.discard(k)
+        sink.add(to_batch([*home.records, *_lost(parts, failed, sink.received, home.requests)]))
+        table = sink.spool.table()
+    except BaseException:
+        sink.spool.discard()
+        raise
     after = run_sync(home._counters())
     per_worker = [health[k] for k in sorted(health)]
-    return RunResult(
-        records=sorted(records, key=lambda r: (not r.warmup, -r.index if r.warmup else r.index)),
-        counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
+    return run_of(
+        table, counters_before=before, counters_after=after, config=config, start_ns=start, end_ns=clock(),
         stopped_early=stopped, counter_notes=home.counter_notes(),
         health=replace(ClientHealth.worst(per_worker), workers=len(per_worker)) if per_worker else None,
         worker_health=per_worker,
     )
 
 
-def _lost(parts: list[tuple[Share, LoadConfig]], failed: dict[int, str], received: set[int],
+class Sink:
+    """What the coordinator keeps of the workers' records (load/parquet.py): their batches appended
+    to a Parquet spool as they come, which requests arrived (a bit per request), and, for a run with
+    a ``stop`` (sequential sampling, bounded by its budget), the records themselves."""
+
+    def __init__(self, n: int, keep: bool) -> None:
+        import numpy as np
+
+        fd, name = tempfile.mkstemp(prefix="perfgate-run-", suffix=".parquet")
+        os.close(fd)
+        self.spool = Spool(Path(name))
+        self.received = np.zeros(n, dtype=bool)
+        self.count = 0
+        self.keep = keep
+        self.kept: list[RequestRecord] = []
+
+    def add(self, batch: Any) -> None:
+        idx = batch.column("index").to_numpy()
+        measured = idx[idx >= 0]
+        self.received[measured[measured < len(self.received)]] = True
+        self.count += len(measured)
+        self.spool.add(batch)
+        if self.keep:
+            self.kept.extend(records_of(batch))
+
+
+def _lost(parts: list[tuple[Share, LoadConfig]], failed: dict[int, str], received: Any,
           requests: Sequence[Request]) -> list[RequestRecord]:
     """Failed records for the requests of the workers that died (or never started), with the cause."""
     out = []
     for k, cause in failed.items():
         for i in parts[k][0][0]:
-            if i not in received:
+            if not received[i]:
                 out.append(RequestRecord(index=i, tag=requests[i % len(requests)].tag,
                                          error=f"client worker {k} failed: {cause}"))
     return out

@@ -164,7 +164,7 @@ class LiveStore:
         folder = self.out_dir / records.DIRNAME / records._slug(self.run_id)
         out: dict[str, bytes] = {}
         if folder.is_dir():
-            for f in sorted(folder.rglob("*.jsonl.gz")):
+            for f in records.data_files(folder):
                 rel = f.relative_to(self.out_dir).as_posix()
                 if rel not in self._uploaded and f.is_file():
                     out[rel] = f.read_bytes()

@@ -7,9 +7,11 @@ directory. Every line is one JSON object with a ``kind``:
 * ``header`` (first line): schema, gate, phase, test, run id, the confidence the verdict used and
   its outcome/observed/lower/upper/n;
 * ``run_file``: load run ``run`` is stored once per results directory, in ``path`` (relative to this
-  file's folder, ``runs/<name>.jsonl.gz``: a ``pytest-perfgate/run/1`` header, then that run's
-  ``run`` and ``request`` lines), shared by every verdict evaluated on it (schema 1 files written
-  before kept the ``run`` and ``request`` lines in each verdict's file; both are read);
+  file's folder, ``runs/<name>.parquet``: one row per request, zstd, the run in its metadata;
+  store/runfiles.py), shared by every verdict evaluated on it. Read too: ``runs/<name>.jsonl.gz``
+  run files written before (a ``pytest-perfgate/run/1`` header, then that run's ``run`` and
+  ``request`` lines), and schema 1 files that kept the ``run`` and ``request`` lines in each
+  verdict's file;
 * ``run``: one load run (engine info, load config, counters before/after, gauges, SLOs, times);
 * ``request``: one request record of run ``run`` (send, chunk times and tokens, counts, tag, error);
 * ``data``: what the gate evaluated, part 0 (and 1 for comparisons of two runs): ``samples``
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ..runtime.links import check, open_nofollow
+from . import runfiles
 
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
@@ -112,7 +115,7 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
     line: dict[str, Any] = {"kind": "run", "run": i}
     bad = BadCounters()
     for f in dataclasses.fields(r):
-        if f.name == "records":
+        if f.name in ("records", "columns"):  # columns: the records again (the run file's rows)
             continue
         value = getattr(r, f.name)
         if f.name in ("counters_before", "counters_after"):
@@ -239,18 +242,13 @@ def _run_file(folder: Path, r: RunResult, root: Path) -> Path:
     known = _WRITTEN.get(id(r))
     if known is not None and known[0]() is r and known[1].parent.parent == folder and known[1].exists():
         return known[1]
-    path = folder / RUNS / f"{_slug(str(r.engine_info.get('name', '')) or 'run')[:40]}-{uuid.uuid4().hex[:12]}.jsonl.gz"
+    path = folder / RUNS / f"{_slug(str(r.engine_info.get('name', '')) or 'run')[:40]}-{uuid.uuid4().hex[:12]}{runfiles.SUFFIX}"
     check(path, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with _gzip_out(tmp) as f:
-            f.write(_dumps({"kind": "header", "schema": RUN_SCHEMA}) + b"\n")
-            f.write(_dumps(_run_line(0, r)) + b"\n")
-            import orjson
-
-            for rec in r.records:  # flat: asdict deep-copies (80% of a big store); orjson: ints and strings only
-                f.write(orjson.dumps({"kind": "request", "run": 0, **vars(rec)}, default=str) + b"\n")
+        cols = r.columnar()  # a run held as columns is written from them, not made into records
+        runfiles.write(tmp, _finite_json(_run_line(0, r)), cols if cols is not None else r.records)
     except BaseException:  # nothing half-written is left behind
         tmp.unlink(missing_ok=True)
         raise
@@ -341,15 +339,9 @@ def _run_lines(path: Path, obj: dict[str, Any], runs: dict[int, RunResult]) -> N
     """One ``run`` or ``request`` line into ``runs``."""
     from ..contract import RequestRecord
     from ..load.result import RunResult
-    from ..load.schedule import LoadConfig
 
     if obj.get("kind") == "run":
-        known = {f.name for f in dataclasses.fields(RunResult)} - {"records"}
-        kw = {k: v for k, v in obj.items() if k in known}
-        cfg = kw.get("config")
-        kw["config"] = LoadConfig(**cfg) if cfg else None
-        kw.update(_health(kw))
-        runs[int(obj["run"])] = RunResult(records=[], **kw)
+        runs[int(obj["run"])] = RunResult(records=[], **_run_kw(obj))
         return
     run = runs.get(int(obj["run"]))
     if run is None:
@@ -357,6 +349,19 @@ def _run_lines(path: Path, obj: dict[str, Any], runs: dict[int, RunResult]) -> N
     del obj["kind"], obj["run"]
     run.records.append(RequestRecord(**obj) if obj.keys() <= _RECORD_FIELDS else
                        RequestRecord(**{k: v for k, v in obj.items() if k in _RECORD_FIELDS}))
+
+
+def _run_kw(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``run`` line, typed, as ``RunResult``'s keyword arguments (its records apart)."""
+    from ..load.result import RunResult
+    from ..load.schedule import LoadConfig
+
+    known = {f.name for f in dataclasses.fields(RunResult)} - {"records", "columns"}
+    kw = {k: v for k, v in obj.items() if k in known}
+    cfg = kw.get("config")
+    kw["config"] = LoadConfig(**cfg) if cfg else None
+    kw.update(_health(kw))
+    return kw
 
 
 def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) -> RunResult:
@@ -373,6 +378,11 @@ def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) ->
     held = live() if live is not None else None
     if held is not None:
         return cast("RunResult", held)
+    if f.suffix == runfiles.SUFFIX:
+        run = _parquet_run(f)
+        if cache is not None:
+            cache[f] = run
+        return run
     runs: dict[int, RunResult] = {}
     first = True
     for obj in read_lines(f):
@@ -387,6 +397,24 @@ def _load_run_file(path: Path, rel: Any, cache: dict[Path, RunResult] | None) ->
     if cache is not None:
         cache[f] = runs[0]
     return runs[0]
+
+
+def _parquet_run(f: Path) -> RunResult:
+    """The run kept in Parquet run file ``f`` (store/runfiles.py)."""
+    from ..load.parquet import run_of
+
+    try:
+        line, table = runfiles.read(f)
+    except FileNotFoundError:
+        raise StoreError(f"{f}: stored run file not found") from None
+    except (OSError, ValueError) as e:
+        raise StoreError(f"{f}: {e}") from None
+    return run_of(table, **_run_kw(line))
+
+
+def data_files(folder: Path) -> list[Path]:
+    """The data files under ``folder`` (verdicts' files and their run files, old and new), by path."""
+    return sorted(f for pattern in ("*.jsonl.gz", f"*{runfiles.SUFFIX}") for f in folder.rglob(pattern))
 
 
 def _health(kw: Mapping[str, Any]) -> dict[str, Any]:

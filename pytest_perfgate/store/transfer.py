@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import backend, history
+from . import backend, history, records
 
 _SAMPLES = "samples"
 
@@ -75,7 +75,7 @@ def _files_beside(results_dir: Path, run_id: str, rows: list[dict[str, Any]]) ->
         base = (root / folder).resolve()
         if root not in base.parents or not base.is_dir():
             continue
-        for f in sorted(base.rglob("*.jsonl.gz")):
+        for f in records.data_files(base):
             if f.is_file():
                 out[f.relative_to(root).as_posix()] = f.read_bytes()
     return out

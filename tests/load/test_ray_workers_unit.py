@@ -18,6 +18,7 @@ from pytest_perfgate.config.load import parse_thresholds
 from pytest_perfgate.contract import RequestRecord
 from pytest_perfgate.load.clocks import ClockOffset, estimate, to_coordinator, to_local
 from pytest_perfgate.load.health import ClientHealth
+from pytest_perfgate.load.parquet import records_of, to_batch
 from pytest_perfgate.load.ray_workers import Host, _Link
 from pytest_perfgate.load.schedule import LoadConfig, LoadConfigError, RayWorkers, parse_ray
 from pytest_perfgate.load.validity import invalid_cause
@@ -120,8 +121,11 @@ def test_a_hosts_frames_reach_the_run_on_its_clock_and_named() -> None:
     link.tell(("start", 10_000))
     link.tell(("stop",))
     assert actor.told == [("start", 12_000), ("stop",)]
-    rec = link._here(("rec", RequestRecord(index=2, sent_ns=3_000, chunk_ns=[4_000], end_ns=5_000)))[1]
+    batch = to_batch([RequestRecord(index=2, sent_ns=3_000, chunk_ns=[4_000], end_ns=5_000),
+                      RequestRecord(index=3, error="HTTP 500")])  # never sent: nothing to move
+    rec, failed = records_of(link._here(("batch", batch))[1])
     assert (rec.host, rec.sent_ns, rec.chunk_ns, rec.end_ns) == ("10.0.0.7", 1_000, [2_000], 3_000)
+    assert (failed.host, failed.sent_ns, failed.chunk_ns, failed.end_ns) == ("10.0.0.7", 0, [], None)
     done = link._here(("done", ClientHealth(loop_lag_p99=0.001, probes=10)))[1]
     assert (done.host, done.clock_offset, done.clock_uncertainty) == ("10.0.0.7", 2e-6, 1.5e-4)
     assert link._here(("failed", "x")) == ("failed", "x") and link._here(None) is None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from pytest_perfgate.calib import ScriptedServer
@@ -18,7 +19,7 @@ from pytest_perfgate.engines.openai import OpenAIEngine
 from pytest_perfgate.load.result import RunResult
 from pytest_perfgate.load.runner import run_load
 from pytest_perfgate.load.schedule import LoadConfig
-from pytest_perfgate.store import records
+from pytest_perfgate.store import records, runfiles
 from pytest_perfgate.verdicts.samples import Proportion, make_samples
 from pytest_perfgate.verdicts.verdict import evaluate
 
@@ -72,19 +73,17 @@ def test_every_request_field_is_kept_with_its_schema(tmp_path: Path, th: Thresho
     with gzip.open(tmp_path / rel, "rt") as f:
         top = [json.loads(x) for x in f]
     assert [x["kind"] for x in top] == ["header", "run_file", "data"]
-    with gzip.open((tmp_path / rel).parent / top[1]["path"], "rt") as f:
-        lines = [json.loads(x) for x in f]
-    assert lines[0] == {"kind": "header", "schema": records.RUN_SCHEMA}
-    lines = [*lines[1:], top[-1]]
-    kinds = [x["kind"] for x in lines]
-    assert kinds[0] == "run" and kinds[-1] == "data"
-    assert kinds.count("request") == len(run.records) == 26
-    req = lines[1]
+    assert top[1]["path"].startswith("runs/") and top[1]["path"].endswith(".parquet")
+    table = pq.read_table((tmp_path / rel).parent / top[1]["path"])  # the run file: Parquet, one row a request
+    meta = table.schema.metadata
+    assert meta[b"perfgate.schema"] == runfiles.SCHEMA.encode()
+    line = json.loads(meta[b"perfgate.run"])
+    assert table.num_rows == len(run.records) == 26
     for key in ("index", "tag", "sent_ns", "chunk_ns", "chunk_tokens", "end_ns", "prompt_tokens", "output_tokens",
                 "error", "warmup", "finish_reason"):
-        assert key in req, key
-    assert lines[0]["engine_info"]["name"] == "scripted"
-    assert lines[-1] == {"kind": "data", "part": 0, "type": "run", "run": 0}
+        assert key in table.column_names, key
+    assert line["engine_info"]["name"] == "scripted"
+    assert top[-1] == {"kind": "data", "part": 0, "type": "run", "run": 0}
 
 
 def test_failed_requests_and_hostile_text_survive(tmp_path: Path, th: Thresholds, engine: OpenAIEngine) -> None:
