@@ -89,11 +89,11 @@ def likely_needed(x: Array, q: float, c: float, direction: str, thr: float, tau:
 
 def floor_note(x: Array, q: float, c: float, direction: str, thr: float, tau: float, needed: int,
                what: str = "requests") -> tuple[str, dict[str, float]]:
-    """What a dependent run's projected count is (a floor: fresh runs of it decided 25-36% of the
+    """What a dependent run's projected count is (a floor: fresh runs of it decided 9-42% of the
     time on simulated queues, docs/statistics.md) and the count to plan for (:func:`likely_needed`),
     without a chance: neither is calibrated to within 5 points across queue models."""
     note = (f"the count assumes this run's exceed rate and dependence, which a run of {int(x.size):,} pins down "
-            "poorly: treat it as a floor (fresh runs of the projected size decided 25-36% of the time on simulated "
+            "poorly: treat it as a floor (fresh runs of the projected size decided 9-42% of the time on simulated "
             "queues)")
     got = likely_needed(x, q, c, direction, thr, tau, needed)
     if got is None:
