@@ -27,7 +27,7 @@ def test_the_planned_count_decides_fresh_runs_and_the_floor_is_called_one(th: Th
     rng = np.random.default_rng(3939)
     at_floor: list[bool] = []
     at_plan: list[bool] = []
-    while len(at_plan) < 30:  # 10 inconclusive runs, 3 fresh runs of each size
+    while len(at_plan) < 48:  # 16 inconclusive runs, 3 fresh runs of each size
         v, sent = queues.mm1(rng, 1, 1000, RHO)
         verdict = evaluate(gate, make_samples(v[0], "s", sent=sent[0]))
         if verdict.outcome != "inconclusive" or "needed_likely" not in verdict.details:
@@ -41,4 +41,4 @@ def test_the_planned_count_decides_fresh_runs_and_the_floor_is_called_one(th: Th
     floor_rate, plan_rate = float(np.mean(at_floor)), float(np.mean(at_plan))
     print(f"CHANCE M/M/1 {RHO} P99 at 1.5x: fresh runs decided {floor_rate:.2f} at the floor, {plan_rate:.2f} at the "
           f"planned count ({len(at_plan)} fresh runs each)")
-    assert plan_rate >= 0.75 and floor_rate <= 0.65
+    assert plan_rate >= 0.7 and floor_rate <= 0.6  # measured 0.91 and 0.35 (bench, 100 each)
