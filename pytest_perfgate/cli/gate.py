@@ -190,6 +190,9 @@ def _more(data: Any) -> Any:
         if v.outcome != "inconclusive" or not v.needed or hasattr(data, "results"):
             return ""
         n = run.requests_for(int(v.needed), int(v.n))
+        if "independent" in (v.details or {}):  # dependent runs without a bound: the count gives a bound, no more
+            return (f"{run.source.rerun(n)} (each run) is the least that could decide it: a bound first exists "
+                    "there if this run's dependence held (a file is one look: no sequential stopping)")
         return (f"{run.source.rerun(n)} would decide it if this run's distribution held "
                 "(a file is one look: no sequential stopping)")
 
@@ -201,7 +204,7 @@ def _tool_terms(v: Any) -> list[str]:
     would decide it ...``), from the verdict's note."""
     if v.outcome != "inconclusive":
         return []
-    return [part.strip() for part in str(v.note).split(";") if "would decide it" in part][:1]
+    return [part.strip() for part in str(v.note).split(";") if "would decide it" in part or "could decide it" in part][:1]
 
 
 def _print(verdicts: list[Any], rows: list[dict[str, Any]], got: Inputs, written: list[Path], th: Any, *,

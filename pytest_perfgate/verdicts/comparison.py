@@ -100,15 +100,20 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> Estimate:
             note += f"; {b.warning}"
     outcome = decide(gate, b)
     n = min(_n(a), _n(r))
+    details = {"treatment": pa, "reference": pr}
     if outcome == "inconclusive" and not math.isfinite(b.lower) and not math.isfinite(b.upper):
         needed = method.decidable_size(gate.statistic.q, None, c, "compare") if b.method == PER_RUN_METHOD else None
         note += "; too few samples per run for a bound"
         if needed is not None and gate.statistic.q is not None and isinstance(a, Samples) and isinstance(r, Samples):
             per = max(_per_independent(a, gate.statistic.q), _per_independent(r, gate.statistic.q))
-            if needed * per > n:  # the requests are there; their dependence leaves too few independent ones
-                note += (f" at their dependence: the {needed} independent samples a run's bound needs take "
-                         f">= {math.ceil(needed * per):,} requests a run (about {per:.3g} carry one independent "
-                         f"request's information), {max(0, math.ceil(needed * per) - n):,} more in the smaller")
+            if per > 1 and needed * per > n:  # dependent requests: their dependence leaves too few independent ones
+                note = note.replace("too few samples per run", "too few independent requests per run")
+                note += (f": this run's dependence makes its {n:,} requests worth about {n / per:.3g} independent "
+                         f"(about {per:.3g} carry one independent request's information); the {needed} independent "
+                         f"samples a run's bound needs take >= {math.ceil(needed * per):,} requests a run at it, "
+                         f"{max(0, math.ceil(needed * per) - n):,} more in the smaller (a floor: a longer run "
+                         "tends to show more dependence)")
+                details.update(independent=round(n / per, 1), independent_needed=float(needed))
                 needed = math.ceil(needed * per)
     elif (outcome == "inconclusive" and b.method == PER_RUN_METHOD and gate.statistic.q is not None
           and isinstance(a, Samples) and isinstance(r, Samples)):
@@ -117,7 +122,6 @@ def evaluate_compare(gate: Gate, data: Any, c: float) -> Estimate:
         if needed is not None and pace:
             note += (f"; projected cost to decide: {needed:,} samples a run, about {pace * max(0, needed - n):,.0f} s "
                      f"more at the measured {pace:,.2f} s a request pair")
-    details = {"treatment": pa, "reference": pr}
     return Estimate(outcome, obs, b.lower, b.upper, n, c, b.method, cmp.unit(gate, a), needed, note, details)
 
 

@@ -45,7 +45,7 @@ import numpy as np
 from ..config import ConfigError, Gate, Statistic
 from ..config import statistics as kinds
 from ..config.statistics import ComparisonKind, StatisticKind
-from . import blocked
+from . import blocked, projection
 from . import bounds as stats
 from .acceptance import METHOD as ACCEPTED_PREFIX
 from .acceptance import requests_to_decide
@@ -233,9 +233,10 @@ class QuantileMethod(kinds.QuantileKind, Method):
             outcome, needed = blocked.decision(x, q, c, gate.direction, gate.threshold.base, dep)
         details = dep.details() if dep.dependent else {}
         floor = ""
-        if needed and dep.dependent:  # a run's own dependence projects too low: no chance is stated (issue 39)
-            floor = (f"the count assumes this run's dependence, which a run of {int(x.size):,} tends to underestimate "
-                     "(fresh runs of the projected size decided 5-88% of the time on M/M/1 0.5-0.7): treat it as a floor")
+        if needed and dep.dependent and gate.direction is not None and gate.threshold is not None:  # issue 39
+            floor, more = projection.floor_note(x, q, c, gate.direction, gate.threshold.base, dep.tau, needed,
+                                                "chunk gaps" if d.label == "itl" else "requests")
+            details.update(more)
         elif needed and gate.direction is not None and gate.threshold is not None:
             chance = blocked.decide_chance(x, q, c, gate.direction, gate.threshold.base, dep, needed)
             if math.isfinite(chance):

@@ -12,7 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats as sps
 
+from . import blocked
 from . import bounds as stats
 
 Array = npt.NDArray[np.float64]
@@ -41,3 +43,60 @@ def quantile_runs_needed(a: Array, r: Array, q: float, c: float, combine: Callab
 
     n0 = int(min(a.size, r.size))
     return stats._search(n0, ok, limit)
+
+
+# ---------------------------------------------------------------- a dependent run's quantile gate
+INFLATE = 1.5  # D of the projection: the run's own D times this (a short run's D runs low; issue 39)
+TARGET = 0.8  # the chance the stated count is chosen for
+
+
+def predictive_chance(x: Array, q: float, c: float, direction: str, thr: float, tau: float, n: int,
+                      inflate: float = INFLATE) -> float:
+    """The chance that a fresh run of ``n`` requests decides the q-quantile gate at ``thr``, averaged
+    over what the run knows of its exceed rate: the run is ``size / D`` independent requests with
+    ``count / D`` exceedances (``D = tau * inflate``), the rate's posterior Beta(k + 1/2, m - k + 1/2)
+    (Jeffreys), and the fresh run's independent-equivalent count Beta-binomial on ``n / D`` (pass: at
+    most the independent test's largest passing count; fail: mirrored)."""
+    size = int(x.size)
+    if size == 0 or n <= 0:
+        return math.nan
+    d = max(tau, 1.0) * inflate
+    ne, m = size / d, max(1, int(n / d))
+    over, under = np.count_nonzero(x >= thr) / d, np.count_nonzero(x <= thr) / d
+    rp, rf = (over, under) if direction == "max" else (under, over)
+    qq = q if direction == "max" else 1 - q
+    chance = 0.0
+    for k0, p0 in ((rp, 1 - qq), (rf, qq)):
+        k = blocked._kmax(m, p0, c)
+        if k >= 0:
+            chance += float(sps.betabinom.cdf(k, m, k0 + 0.5, max(ne - k0, 0.0) + 0.5))
+    return min(chance, 1.0)
+
+
+def likely_needed(x: Array, q: float, c: float, direction: str, thr: float, tau: float, floor: int,
+                  target: float = TARGET, limit: int = 10**8) -> tuple[int, float] | None:
+    """(requests, chance): the fewest requests (from ``floor``, the count at the run's own D) at which
+    :func:`predictive_chance` reaches ``target``; None when no count up to ``limit`` does (the run
+    cannot tell the rate from the limit well enough: a longer run first)."""
+    def ok(n: int) -> bool:
+        return predictive_chance(x, q, c, direction, thr, tau, n) >= target
+
+    if ok(floor):
+        return floor, predictive_chance(x, q, c, direction, thr, tau, floor)
+    got = stats._search(floor, ok, limit)
+    return None if got is None else (got, predictive_chance(x, q, c, direction, thr, tau, got))
+
+
+def floor_note(x: Array, q: float, c: float, direction: str, thr: float, tau: float, needed: int,
+               what: str = "requests") -> tuple[str, dict[str, float]]:
+    """What a dependent run's projected count is (a floor: fresh runs of it decided 9-42% of the
+    time on simulated queues, docs/statistics.md) and the count to plan for (:func:`likely_needed`),
+    without a chance: neither is calibrated to within 5 points across queue models."""
+    note = (f"the count assumes this run's exceed rate and dependence, which a run of {int(x.size):,} pins down "
+            "poorly: treat it as a floor (fresh runs of the projected size decided 9-42% of the time on simulated "
+            "queues)")
+    got = likely_needed(x, q, c, direction, thr, tau, needed)
+    if got is None:
+        return note, {}
+    return (f"{note}; allowing for that uncertainty, plan for ~{got[0]:,} {what} (most such runs decided in "
+            "simulation; not a promise for this server)"), {"needed_likely": float(got[0])}

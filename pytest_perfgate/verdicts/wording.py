@@ -129,6 +129,10 @@ def inconclusive_label(needed: int | None, n: int, method: str, details: Mapping
     if needed and method == PER_RUN_METHOD and bounded:
         return (f"need >= {needed:,} samples a run ({max(0, needed - n):,} more in the smaller) if each run's "
                 "observed distribution holds")
+    if needed and method == PER_RUN_METHOD and details and "independent" in details:  # dependent runs (issue 39)
+        return (f"need >= {needed:,} requests a run ({max(0, needed - n):,} more in the smaller) before any bound "
+                f"exists: at their dependence the {n:,} requests count as about {details['independent']:.3g} of the "
+                f"{int(details.get('independent_needed', 0))} independent samples a bound needs")
     if needed and method == PER_RUN_METHOD:  # a comparison with no bound: the count is known, not projected
         return f"need >= {needed} samples a run ({max(0, needed - n)} more in the smaller) before any bound exists"
     if needed and method.startswith("Welch t over runs"):
@@ -280,6 +284,8 @@ def bounds_cell(v: Stored) -> str:
     if r.method == "single":
         return "single"
     if r.lower is None and r.upper is None:
+        if "independent" in r.details:  # dependent requests (issue 39): their count is not the point
+            return f"too few independent (n={n}, ~{r.details['independent']:.3g} independent)"
         return f"too few samples (n={n})"
     return f"{shown(r, 'lower')} - {shown(r, 'upper')} (n={n})"
 

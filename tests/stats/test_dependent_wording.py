@@ -22,8 +22,10 @@ def test_a_dependent_comparison_counts_the_requests_it_needs(th: Thresholds) -> 
     a, b = (make_samples(v[i], "s", sent=sent[i]) for i in range(2))
     verdict = evaluate(gate, (a, b), thresholds=th)
     assert verdict.outcome == "inconclusive" and verdict.needed is not None and verdict.needed > 150
-    assert f"need >= {verdict.needed} samples a run ({verdict.needed - 150} more in the smaller)" in verdict.summary()
-    assert "at their dependence: the 36 independent samples a run's bound needs take" in verdict.note
+    worth = verdict.details["independent"]
+    assert (f"need >= {verdict.needed:,} requests a run ({verdict.needed - 150:,} more in the smaller) before any bound "
+            f"exists: at their dependence the 150 requests count as about {worth:.3g} of the 36") in verdict.summary()
+    assert "the 36 independent samples a run's bound needs take" in verdict.note
 
 
 def test_a_dependent_projection_states_no_chance_and_calls_its_count_a_floor(th: Thresholds) -> None:
@@ -34,4 +36,4 @@ def test_a_dependent_projection_states_no_chance_and_calls_its_count_a_floor(th:
     verdict = evaluate(gate, make_samples(v[0], "s", sent=sent[0]))
     assert verdict.outcome == "inconclusive" and verdict.needed
     assert "that many decide" not in verdict.summary() and "needed_chance" not in verdict.details
-    assert "treat it as a floor" in verdict.note
+    assert "treat it as a floor" in verdict.note and "plan for ~" in verdict.note
