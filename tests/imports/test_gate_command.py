@@ -221,10 +221,12 @@ def test_a_capacity_gate_over_a_guidellm_sweep(tmp_path: Path, capsys: pytest.Ca
 
 def _to_old_layout(out: Path) -> int:
     """Rewrite every data file of ``out`` as schema 1 wrote it before run files (the run inline)."""
+    import dataclasses
     import gzip
     import shutil
 
-    from pytest_perfgate.store import records
+    from pytest_perfgate.load.parquet import records_of
+    from pytest_perfgate.store import records, runfiles
 
     n = 0
     for f in sorted(out.glob("samples/*/*.jsonl.gz")):
@@ -233,7 +235,8 @@ def _to_old_layout(out: Path) -> int:
             if line["kind"] != "run_file":
                 lines.append(line)
                 continue
-            inner = list(records.read_lines(f.parent / line["path"]))[1:]  # its run and request lines
+            run, table = runfiles.read(f.parent / line["path"])  # its run and request lines
+            inner = [run, *({"kind": "request", **dataclasses.asdict(r)} for r in records_of(table))]
             lines += [{**x, "run": line["run"]} for x in inner]
             n += 1
         with gzip.open(f, "wt") as g:
@@ -248,7 +251,7 @@ def test_a_results_dir_in_the_old_layout_is_re_evaluated_and_reported(tmp_path: 
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = gate(tmp_path, capsys, str(REAL))
     assert rc == 0, out + err
-    assert len(list((tmp_path / "out").glob("samples/*/runs/*.jsonl.gz"))) == 1  # one run, two verdicts on it
+    assert len(list((tmp_path / "out").glob("samples/*/runs/*.parquet"))) == 1  # one run, two verdicts on it
     assert _to_old_layout(tmp_path / "out") == 2
     th = str(tmp_path / "thresholds.toml")
     for g in ("ttft_p50", "itl_p50"):
