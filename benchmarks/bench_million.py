@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--dir", default=None)
     ap.add_argument("--skip-json", action="store_true", help="no json.load reference (only the gate)")
+    ap.add_argument("--file", help="a vLLM file already written (--formats vllm, one size): timed, not deleted")
     ns = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     os.environ.update(env)
@@ -206,7 +207,10 @@ def main() -> None:
             d = Path(tempfile.mkdtemp(prefix="perfgate-million-", dir=ns.dir))
             try:
                 f = d / name
-                write(f, n)
+                if ns.file:
+                    f = Path(ns.file)
+                else:
+                    write(f, n)
                 (d / "thresholds.toml").write_text(GATES + (ITL_GATE if fmt != "guidellm" else ""))
                 size = f.stat().st_size / 1e6
                 gate = [sys.executable, "-m", "pytest_perfgate.cli", "gate", str(f), "--thresholds",
@@ -214,8 +218,10 @@ def main() -> None:
                 g_wall, g_rss, tail = measure(gate)
                 rc = tail.split()[0] if tail else ""
                 j_wall, j_rss = (float("nan"), float("nan"))
-                if not ns.skip_json:
-                    j_wall, j_rss, _ = measure([sys.executable, "-c", f"import json; json.load(open({str(f)!r}))"])
+                if not ns.skip_json:  # JSON lines: json.loads of every line (json.load of the file stops at line 2)
+                    code = (f"import json\nfor line in open({str(f)!r}):\n    json.loads(line)" if f.suffix == ".jsonl"
+                            else f"import json; json.load(open({str(f)!r}))")
+                    j_wall, j_rss, _ = measure([sys.executable, "-c", code])
                 print(f"{fmt:>15} {n:>9} {size:>8.0f} {g_wall:>7.1f} {g_rss:>12.0f} {g_rss / size:>9.2f} "
                       f"{g_rss * 1e6 / n:>10.0f} {j_wall:>12.1f} {j_rss:>12.0f} {rc[:40]}", flush=True)
             finally:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..contract import RequestRecord
+from ..load.columns import NONE
 from . import jsondoc as j
 from .errors import ResultsError, bounded
 from .registry import Format
@@ -114,16 +115,37 @@ def _find(doc: Any, key: str, depth: int = 0) -> Any:
 
 
 def read(path: Path) -> list[tuple[str, ImportedRun]]:
+    """The file's run: line by line into columns (:mod:`.columnar`: a block of records at a time);
+    a record the old path would fail as implausible: the whole list of records, as before."""
+    from .columnar import Implausible, build
+
     tokens = token_counts(path)
-    recs = [_record(path, no, doc, tokens) for no, doc in j.lines(path)]
-    if not recs:
+    try:
+        cols = build(_record(path, no, doc, tokens) for no, doc in j.lines(path))
+    except Implausible:
+        return _read_records(path, tokens)
+    if not len(cols):
         raise ResultsError(path, "no records")
-    recs.sort(key=lambda r: r.sent_ns)
+    src, info = _source(path, tokens)
+    end = np.where((cols.end_ns == NONE) | (cols.end_ns == 0), cols.sent_ns, cols.end_ns)
+    return [("", ImportedRun.from_columns(cols, engine_info=info, start_ns=int(cols.sent_ns[0]),
+                                          end_ns=int(end.max()), source=src))]
+
+
+def _source(path: Path, tokens: str) -> tuple[Source, dict[str, Any]]:
     notes = () if tokens != "unknown" else (
         "output token counts: the file does not say whether aiperf used the server's counts "
         "(--use-server-token-count) or re-tokenised the text; profile_export_aiperf.json beside it would",)
     src = Source(NAME, TOOL, str(path), per_chunk=True, token_counts=tokens, more=MORE, notes=notes)
-    info = {"name": path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
+    return src, {"name": path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
+
+
+def _read_records(path: Path, tokens: str) -> list[tuple[str, ImportedRun]]:
+    recs = [_record(path, no, doc, tokens) for no, doc in j.lines(path)]
+    if not recs:
+        raise ResultsError(path, "no records")
+    recs.sort(key=lambda r: r.sent_ns)
+    src, info = _source(path, tokens)
     return [("", ImportedRun(records=recs, engine_info=info, start_ns=recs[0].sent_ns,
                              end_ns=max(r.end_ns or r.sent_ns for r in recs), source=src))]
 

@@ -15,15 +15,20 @@ send-lag check).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..contract import RequestRecord
 from ..load import plausible
+from ..load.columns import NONE
 from . import jsondoc as j
 from .errors import ResultsError, bounded
 from .registry import Format
 from .run import ImportedRun, Source
+from .stream import Malformed
 
 NAME = "inference-perf"
 TOOL = "inference-perf"
@@ -88,6 +93,36 @@ def _asked(body: Any) -> int | None:
 
 
 def read(path: Path) -> list[tuple[str, ImportedRun]]:
+    """The file's run: its entries a piece at a time into columns (:mod:`.columnar`); a file that
+    path does not take (a piece it cannot cut, an entry to name, an implausible one): as before."""
+    from .columnar import Implausible, array_pieces, build
+
+    ok: list[bool] = []
+
+    def records() -> Iterator[RequestRecord]:
+        i = 0
+        with j.open_regular(path) as f:
+            for piece in array_pieces(f, str(path), j.MAX_BYTES):
+                for e in piece:
+                    r, server = _record(path, e, i)
+                    i += 1
+                    if r.ok:
+                        ok.append(server)
+                    yield r
+
+    try:
+        cols = build(records())
+    except (Malformed, Implausible, ResultsError, ValueError, TypeError, AttributeError, RecursionError):
+        return _read_records(path)
+    if not len(cols):
+        raise ResultsError(path, "no requests")
+    src, info = _source(path, ok)
+    end = np.where((cols.end_ns == NONE) | (cols.end_ns == 0), cols.sent_ns, cols.end_ns)
+    return [("", ImportedRun.from_columns(cols, engine_info=info, start_ns=int(cols.sent_ns[0]),
+                                          end_ns=int(end.max()), source=src))]
+
+
+def _read_records(path: Path) -> list[tuple[str, ImportedRun]]:
     doc = j.load(path)
     if not isinstance(doc, list):
         raise ResultsError(path, f"expected a JSON list of requests, found {type(doc).__name__}")
@@ -95,14 +130,17 @@ def read(path: Path) -> list[tuple[str, ImportedRun]]:
     recs = sorted((r for r, _ in got), key=lambda r: r.sent_ns)
     if not recs:
         raise ResultsError(path, "no requests")
-    ok = [server for r, server in got if r.ok]
+    src, info = _source(path, [server for r, server in got if r.ok])
+    return [("", ImportedRun(records=recs, engine_info=info, start_ns=recs[0].sent_ns,
+                             end_ns=max(r.end_ns or r.sent_ns for r in recs), source=src))]
+
+
+def _source(path: Path, ok: list[bool]) -> tuple[Source, dict[str, Any]]:
     tokens = "server" if ok and all(ok) else "tokenizer" if not any(ok) else "unknown"
     notes = (f"output tokens: the server's count for {sum(ok)} of {len(ok)} requests, the client's "
              "re-tokenisation for the others",) if tokens == "unknown" else ()
     src = Source(NAME, TOOL, str(path), token_counts=tokens, more=MORE, notes=notes)
-    info = {"name": path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
-    return [("", ImportedRun(records=recs, engine_info=info, start_ns=recs[0].sent_ns,
-                             end_ns=max(r.end_ns or r.sent_ns for r in recs), source=src))]
+    return src, {"name": path.stem, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
 
 
 FORMAT = Format(NAME, "inference-perf per_request_lifecycle_metrics.json", detect, read)

@@ -93,7 +93,7 @@ def load(path: Path, limit: int = MAX_BYTES) -> Any:
 
 
 def lines(path: Path, limit: int = MAX_BYTES) -> Iterator[tuple[int, Any]]:
-    """``(line number, record)`` of a JSON-lines file (blank lines skipped)."""
+    """``(line number, record)`` of a JSON-lines file (blank lines skipped), one line read at a time."""
     read = 0
     with open_regular(path) as f:
         for no, raw in enumerate(f, 1):
@@ -103,7 +103,7 @@ def lines(path: Path, limit: int = MAX_BYTES) -> Iterator[tuple[int, Any]]:
                                    "reads)", record=f"line {no}")
             if not raw.strip():
                 continue
-            try:
+            try:  # json, not orjson: orjson reads an int past 64 bits as a float (an index of 10**30 is named)
                 yield no, json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise ResultsError(path, f"not valid JSON (truncated or corrupt?): {e}", record=f"line {no}") from None

@@ -16,11 +16,10 @@ grammar is unambiguous, so pieces that each decode are the document's own parse)
 reads the file the old way (``jsondoc.load``: orjson, then json for the line and column), whose
 errors name the file, key and request: the fast path never changes what is read or said.
 
-Parsers compared (100k-request vLLM file, 160 MB, this 2-core machine; benchmarks/
-results-issue41-import.txt has the 1M figures): ``json.load`` ~4.5 s and ~5x the file; orjson
-~1.5 s, ~3x the file (whole tree); ijson (yajl2_c backend) ~10 s (an event a number); a numpy
-structural index of every byte (simdjson's first stage in numpy) ~6 s, slower than ``json.load``
-here; msgspec typed lists on byte-search pieces ~1 s with one block's memory: chosen.
+Parsers compared on the 100k-request vLLM file (154 MB, this busy 2-core machine; docs/architecture.md):
+``json.load`` ~3 s and ~2.5x the file; orjson ~1.5 s, the whole tree (~3x the file); ijson (yajl2_c)
+~10 s (an event a number); a numpy structural index of every byte (simdjson's first stage in numpy)
+~6 s; msgspec typed lists on byte-search pieces ~1-2 s with one block's memory: chosen.
 """
 
 from __future__ import annotations

@@ -86,10 +86,13 @@ class _Lists:
         self.piece("generated_texts", text)
 
     def array(self, key: str) -> Any:
+        """The key's blocks joined (once: the blocks are let go, a 1M-request file's gaps are 248 MB)."""
         if key not in self.done:
             return None
         parts = self.blocks.get(key, [])
-        return np.concatenate(parts) if parts else np.zeros(0)
+        if len(parts) > 1:
+            parts[:] = [np.concatenate(parts)]
+        return parts[0] if parts else np.zeros(0)
 
 
 def read(path: Path) -> tuple[dict[str, Any], RequestColumns] | None:
@@ -147,8 +150,10 @@ def _columns(got: _Lists) -> tuple[dict[str, Any], RequestColumns] | None:
     gap_at = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lens, out=gap_at[1:])
     ok_gap = np.repeat(~failed, lens)
-    if not (np.abs(gaps[ok_gap]) < SECONDS_LIMIT).all():
-        return None
+    for lo in range(0, gaps.size, 1 << 22):  # a block at a time: no copy of every gap
+        if (~(np.abs(gaps[lo:lo + (1 << 22)]) < SECONDS_LIMIT) & ok_gap[lo:lo + (1 << 22)]).any():
+            return None
+    del ok_gap
     texts = got.array("generated_texts") if "generated_texts" in got.done and not got.skipped else None
     if texts is not None and texts.size == n:
         out = cols["output_lens"]

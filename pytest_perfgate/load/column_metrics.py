@@ -134,5 +134,9 @@ def metric(c: RequestColumns, name: str) -> Any:
         gaps, ends = c.itl_gaps_and_ends(ok)
         if not gaps.size:
             return None
-        return make_samples(gaps.astype(np.float64) / 1e9, "s", label=name, sent=ends.astype(np.float64) / 1e9)
+        values, sent = gaps.astype(np.float64), ends.astype(np.float64)
+        del gaps, ends  # 31M gaps of a 1M-request run: 248 MB each
+        values /= 1e9  # in place: the same float64 division as ``x / 1e9``
+        sent /= 1e9
+        return make_samples(values, "s", label=name, sent=sent)
     return None

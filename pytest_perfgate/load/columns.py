@@ -26,7 +26,7 @@ The arrays are not copied on access; treat the columns as read-only once built.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, cast
 
@@ -113,6 +113,31 @@ class RequestColumns:
             r.__dict__["error"] = self.errors[self.error[i]]  # cleaned once, as the table was built
         return r
 
+    def dicts(self, block: int = 1 << 16) -> Iterator[dict[str, Any]]:
+        """``vars(self.record(i))`` of every row, in order (a store's request lines), made a block
+        of rows at a time from lists (~10x :meth:`record`'s speed; no RequestRecord is built)."""
+        names = [f.name for f in fields(RequestRecord)]
+        for lo in range(0, len(self), block):
+            hi = min(len(self), lo + block)
+            cols: dict[str, list[Any]] = {}
+            for name in _INTS:
+                v = getattr(self, name)[lo:hi].tolist()
+                cols[name] = [None if x == NONE else x for x in v] if name in _OPTIONAL else v
+            for code, table in _CODES:
+                empty = "" if code in ("tag", "host") else None
+                texts = [*getattr(self, table), empty]  # -1: the last
+                cols["finish_reason" if code == "finish" else code] = [texts[k] for k in getattr(self, code)[lo:hi].tolist()]
+            cols["token_count_source"] = [SOURCES[k] for k in self.count_source[lo:hi].tolist()]
+            cols["warmup"] = self.warmup[lo:hi].tolist()
+            off, toff = self.offsets[lo:hi + 1].tolist(), self.token_offsets[lo:hi + 1].tolist()
+            flat = self.chunk_ns[off[0]:off[-1]]
+            tflat = self.chunk_tokens[toff[0]:toff[-1]]
+            o0, t0 = off[0], toff[0]
+            chunks = (flat[a - o0:b - o0].tolist() for a, b in zip(off[:-1], off[1:], strict=True))
+            tokens = (tflat[a - t0:b - t0].tolist() for a, b in zip(toff[:-1], toff[1:], strict=True))
+            cols["chunk_ns"], cols["chunk_tokens"] = chunks, tokens  # type: ignore[assignment]
+            yield from (dict(zip(names, row, strict=True)) for row in zip(*(cols[name] for name in names), strict=True))
+
     def records(self) -> list[RequestRecord]:
         """Every request as a :class:`RequestRecord`, in row order."""
         return [self.record(i) for i in range(len(self))]
@@ -161,11 +186,14 @@ class RequestColumns:
         order) and the chunk time each gap ended at: ``metrics.itl_gaps_and_ends`` (int64 ns)."""
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         flat = self.chunk_ns
-        if rows.size == len(self) and (rows == np.arange(len(self))).all():
-            inside = np.ones(max(flat.size - 1, 0), dtype=bool)  # consecutive chunks of one request
-            cut = self.offsets[1:-1]
-            inside[cut[(cut > 0) & (cut < flat.size)] - 1] = False
-            return flat[1:][inside] - flat[:-1][inside], flat[1:][inside]
+        if rows.size < 2 or (np.diff(rows) > 0).all():  # rows in order: a mask over the flat chunks
+            chosen = np.zeros(len(self), dtype=bool)
+            chosen[rows] = True
+            inside = np.repeat(chosen, self.n_chunks)  # a chunk of a chosen request ...
+            heads = self.offsets[:-1][self.n_chunks > 0]
+            inside[heads] = False  # ... that is not its first: a gap ends there
+            gaps = np.diff(flat)[inside[1:]]  # (one temporary of every gap)
+            return gaps, flat[inside]
         take = _ranges(starts + 1, ends)  # every chunk but each request's first
         return flat[take] - flat[take - 1], flat[take]
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from . import formulas as F
 from .config import EngineFloorInputs
 
@@ -36,14 +38,33 @@ def workload_from_params(params: Mapping[str, Any]) -> Workload | None:
     return Workload(p, int(out) if isinstance(out, int) else 1, 0, int(batch) if isinstance(batch, int) else 1)
 
 
+_NONE = -(1 << 63)  # load/columns.py's NONE (an absent count); this layer does not import load
+
+
+def _median(values: Any) -> float:
+    """``statistics.median`` of int64 values (the middle one, or the mean of the middle two)."""
+    x = np.sort(values).tolist()
+    n = len(x)
+    return float(statistics.median(x[(n - 1) // 2:n // 2 + 1]))
+
+
 def workload_from_run(run: Any) -> Workload | None:
     """The median request of a run result (prompt and output tokens), its concurrency, and the
     share of prompt tokens the engine's prefix-cache counters say were hits."""
-    recs = [r for r in getattr(run, "records", []) or [] if r.ok and r.prompt_tokens]
-    if not recs:
-        return None
-    prompt = int(statistics.median(r.prompt_tokens for r in recs))
-    output = int(statistics.median((r.output_tokens or 1) for r in recs))
+    cols = run.columnar() if hasattr(run, "columnar") else None
+    if cols is not None:  # a columnar run (load/columns.py): the same medians from its arrays
+        keep = cols.ok & (cols.prompt_tokens != 0) & (cols.prompt_tokens != _NONE)
+        if not keep.any():
+            return None
+        out_tokens = cols.output_tokens[keep]
+        prompt = int(_median(cols.prompt_tokens[keep]))
+        output = int(_median(np.where((out_tokens == _NONE) | (out_tokens == 0), 1, out_tokens)))
+    else:
+        recs = [r for r in getattr(run, "records", []) or [] if r.ok and r.prompt_tokens]
+        if not recs:
+            return None
+        prompt = int(statistics.median(r.prompt_tokens for r in recs))
+        output = int(statistics.median((r.output_tokens or 1) for r in recs))
     cfg = getattr(run, "config", None)
     batch = 1
     if cfg is not None and getattr(cfg, "mode", "sequential") != "sequential":

@@ -115,7 +115,7 @@ def _run_line(i: int, r: RunResult) -> dict[str, Any]:
     line: dict[str, Any] = {"kind": "run", "run": i}
     bad = BadCounters()
     for f in dataclasses.fields(r):
-        if f.name in ("records", "columns"):  # columns: the records again (written as request lines)
+        if f.name in ("records", "columns"):  # columns: the records again (the run file's rows)
             continue
         value = getattr(r, f.name)
         if f.name in ("counters_before", "counters_after"):

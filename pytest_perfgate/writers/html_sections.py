@@ -146,21 +146,31 @@ def _metric_unit(metric: str) -> tuple[str, float]:
 
 
 def _run_key(r: Any) -> tuple[Any, ...]:
-    return (r.start_ns, r.end_ns, len(r.records), str(r.engine_info.get("name", "")))
+    cols = r.columnar() if hasattr(r, "columnar") else None
+    return (r.start_ns, r.end_ns, len(cols) if cols is not None else len(r.records), str(r.engine_info.get("name", "")))
 
 
 def _run_figure(r: Any) -> str:
+    import numpy as np
+
     from ..load import metrics as m
     from . import plots
 
-    ok = m.successful(r.records)
-    if not ok:
-        return ""
-    import numpy as np
-
-    # in numpy: a 100k-request run has 3 M chunk times (python floats of them: ~200 MB and seconds)
-    sent = np.fromiter((x.sent_ns for x in ok), np.int64, len(ok))
-    flat, starts, lens = m.chunk_times(ok)
+    cols = r.columnar() if hasattr(r, "columnar") else None
+    if cols is not None:  # a columnar run (load/columns.py): its arrays, no record made
+        rows = np.flatnonzero(cols.successful)
+        if not rows.size:
+            return ""
+        sent = cols.sent_ns[rows]
+        sub = cols.take(rows) if rows.size != len(cols) else cols
+        flat, starts, lens = sub.chunk_ns, sub.offsets[:-1], np.diff(sub.offsets)
+    else:
+        ok = m.successful(r.records)
+        if not ok:
+            return ""
+        # in numpy: a 100k-request run has 3 M chunk times (python floats of them: ~200 MB and seconds)
+        sent = np.fromiter((x.sent_ns for x in ok), np.int64, len(ok))
+        flat, starts, lens = m.chunk_times(ok)
     first, last = flat[starts], flat[starts + lens - 1]
     t0 = int(sent.min())
     inside = np.ones(max(flat.size - 1, 0), dtype=bool)  # consecutive chunks of one request
@@ -236,8 +246,12 @@ def runs_section(selected: list[tuple[str, Mapping[str, Any]]], store: Store) ->
         acc = counters.setdefault(name, {})
         for k, d in delta.items():
             acc[k] = acc.get(k, 0.0) + d
-        n_ok = sum(1 for x in r.records if not x.warmup and x.error is None)
-        n_err = sum(1 for x in r.records if not x.warmup and x.error is not None)
+        cols = r.columnar() if hasattr(r, "columnar") else None
+        if cols is not None:
+            n_ok, n_err = int((cols.measured & cols.ok).sum()), int((cols.measured & ~cols.ok).sum())
+        else:
+            n_ok = sum(1 for x in r.records if not x.warmup and x.error is None)
+            n_err = sum(1 for x in r.records if not x.warmup and x.error is not None)
         cards.append(
             f'<div class="card none"><h4>run {i + 1}: engine <code>{_e(name)}</code></h4>'
             f'<div class="summary">gates {_e(", ".join(dict.fromkeys(gates)))} &middot; {n_ok} requests ok, '

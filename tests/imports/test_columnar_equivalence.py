@@ -14,6 +14,7 @@ import pytest
 from pytest_perfgate.config import metrics as metric_names
 from pytest_perfgate.imports import ImportedRun, ResultsError, load_results, vllm_bench
 from pytest_perfgate.imports import jsondoc as j
+from pytest_perfgate.roofline.gates import workload_from_run
 from pytest_perfgate.verdicts.samples import SampleError
 
 DATA = Path(__file__).parent / "data"
@@ -41,6 +42,7 @@ def _everything(run: ImportedRun) -> dict[str, Any]:
     got["summary"] = run.summary()
     got["requests_for"] = run.requests_for(1000, 500)
     got["span"] = (run.start_ns, run.end_ns, run.engine_info)
+    got["workload"] = workload_from_run(run)
     return got
 
 
@@ -59,7 +61,27 @@ def test_vllm_bench_columns_equal_the_record_path(warmup: int) -> None:
     old = _old(path, warmup)
     assert _everything(new) == _everything(old)
     assert new.columnar() is not None  # and nothing above made records of it
+    with_tokens = _variant_run(path, lambda v: [0 if i % 2 else x for i, x in enumerate(v)])
+    assert workload_from_run(with_tokens) == workload_from_run(_old(Path(str(with_tokens.source.path))))
     assert [dataclasses.asdict(r) for r in new.records] == [dataclasses.asdict(r) for r in old.records]
+
+
+def _variant_run(path: Path, f: Any) -> ImportedRun:
+    """The export with its input_lens changed by ``f`` (zeros: left out of the median workload)."""
+    doc = json.loads(path.read_text())
+    doc["input_lens"] = f(doc["input_lens"])
+    doc["input_lens"][1] = 7  # an even count of requests left: the mean of the middle two
+    out = Path(_TMP[0]) / "tokens.json"
+    out.write_text(json.dumps(doc))
+    return load_results(out)
+
+
+_TMP: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _tmp(tmp_path: Path) -> None:
+    _TMP[:] = [str(tmp_path)]
 
 
 def _variant(tmp_path: Path, **change: Any) -> Path:
@@ -71,7 +93,7 @@ def _variant(tmp_path: Path, **change: Any) -> Path:
     return out
 
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "failed": {"errors": lambda e: ["HTTP 500: boom" if i % 5 == 2 else x for i, x in enumerate(e)],
                "itls": lambda rows: [[] if i % 5 == 2 else r for i, r in enumerate(rows)]},
     "one token": {"output_lens": lambda v: [1 if i % 4 == 0 else x for i, x in enumerate(v)]},
@@ -107,3 +129,41 @@ def test_which_files_take_the_columns(tmp_path: Path, name: str, columnar: bool)
     else:  # the old path names the request and field
         with pytest.raises(ResultsError, match=r"bench.json: request 4\[0\]: field 'itls': not a finite number"):
             load_results(path)
+
+
+def _old_of(fmt: Any, path: Path) -> ImportedRun:
+    return fmt._read_records(path, *( [fmt.token_counts(path)] if hasattr(fmt, "token_counts") else []))[0][1] \
+        .drop_implausible()
+
+
+@pytest.mark.parametrize("rel", ["aiperf/profile_export.jsonl", "inference-perf/per_request_lifecycle_metrics.json"])
+def test_peer_exports_columns_equal_the_record_path(rel: str) -> None:
+    from pytest_perfgate.imports import aiperf, inference_perf
+
+    path = DATA / rel
+    fmt = aiperf if rel.startswith("aiperf") else inference_perf
+    new = load_results(path)
+    assert new.columnar() is not None
+    old = _old_of(fmt, path)
+    assert _everything(new) == _everything(old)
+    assert [dataclasses.asdict(r) for r in new.records] == [dataclasses.asdict(r) for r in old.records]
+
+
+@pytest.mark.parametrize("kind", ["aiperf", "inference_perf"])
+def test_generated_peer_files_equal_the_record_path(tmp_path: Path, kind: str) -> None:
+    """The scripted files of peer_files.py: a failed request, warm-up, client token counts."""
+    import peer_files
+
+    from pytest_perfgate.imports import aiperf, inference_perf
+
+    if kind == "aiperf":
+        paths = [peer_files.aiperf(tmp_path / "a.jsonl", warmup=2, server_counts=True)]
+        fmt: Any = aiperf
+    else:
+        paths = [peer_files.inference_perf(tmp_path / "i.json", server_usage=s) for s in (True,)]
+        paths.append(peer_files.inference_perf(tmp_path / "j.json", server_usage=False))
+        fmt = inference_perf
+    for path in paths:
+        new = load_results(path)
+        assert new.columnar() is not None
+        assert _everything(new) == _everything(_old_of(fmt, path))

@@ -221,11 +221,9 @@ def test_a_capacity_gate_over_a_guidellm_sweep(tmp_path: Path, capsys: pytest.Ca
 
 def _to_old_layout(out: Path) -> int:
     """Rewrite every data file of ``out`` as schema 1 wrote it before run files (the run inline)."""
-    import dataclasses
     import gzip
     import shutil
 
-    from pytest_perfgate.load.parquet import records_of
     from pytest_perfgate.store import records, runfiles
 
     n = 0
@@ -235,8 +233,8 @@ def _to_old_layout(out: Path) -> int:
             if line["kind"] != "run_file":
                 lines.append(line)
                 continue
-            run, table = runfiles.read(f.parent / line["path"])  # its run and request lines
-            inner = [run, *({"kind": "request", **dataclasses.asdict(r)} for r in records_of(table))]
+            run_line, table = runfiles.read(f.parent / line["path"])  # a Parquet run file (issue 41)
+            inner = [run_line, *({"kind": "request", **row} for row in table.to_pylist())]
             lines += [{**x, "run": line["run"]} for x in inner]
             n += 1
         with gzip.open(f, "wt") as g:

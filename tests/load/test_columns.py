@@ -70,3 +70,20 @@ def test_take_sort_and_concat_keep_the_records() -> None:
 def test_a_number_past_int64_is_refused() -> None:
     with pytest.raises(OverflowError):
         RequestColumns.from_records([RequestRecord(index=0, sent_ns=1 << 64)])
+
+
+def test_dicts_are_the_records_vars() -> None:
+    rs = _records()
+    c = RequestColumns.from_records(rs)
+    assert list(c.dicts(block=7)) == [vars(r) for r in rs]
+    assert [list(d) for d in c.dicts()] == [list(vars(r)) for r in rs]  # the same keys in the same order
+
+
+def test_itl_gaps_of_any_rows() -> None:
+    rs = _records()
+    c = RequestColumns.from_records(rs)
+    for rows in (np.flatnonzero(c.n_chunks > 0), np.arange(len(c)), np.arange(5, 40), np.array([7, 3, 9]),
+                 np.zeros(0, dtype=np.int64)):
+        gaps, ends = c.itl_gaps_and_ends(rows)
+        pairs = [(a, b) for i in rows for a, b in zip(rs[i].chunk_ns, rs[i].chunk_ns[1:], strict=False)]
+        assert gaps.tolist() == [b - a for a, b in pairs] and ends.tolist() == [b for _, b in pairs]
