@@ -125,6 +125,6 @@ def test_nan(perfgate):
     verdicts = json.loads((res / "decisions.json").read_text())["phases"]["p"]["verdicts"]
     assert {v["gate"]: v["outcome"] for v in verdicts} == {"ttft_p50": "pass", "kv": "error"}
     assert all(v.get("samples") for v in verdicts)  # every gate's data stored
-    assert len(list(res.glob("samples/*/runs/*.jsonl.gz"))) == 1  # the run's records, once
+    assert len(list(res.glob("samples/*/runs/*.parquet"))) == 1  # the run's records, once
     html = (res / "report.html").read_text()
     assert "<h2>Runs</h2>" in html and "vllm:kv_cache_usage_perc was nan" in html
