@@ -44,7 +44,7 @@ def _side_bounds(gate: Gate, d: Data, c: float) -> stats.Bounds:
 def _per_independent(d: Samples, q: float) -> float:
     """Requests of one run that carry one independent request's information at its q-quantile."""
     x = d.ordered()
-    return blocked.for_quantile(x, q, d.dependence()).per_independent
+    return blocked.for_quantile(x, q, d.dependence(), d.label != "itl").per_independent
 
 
 def _is_runs(x: Any) -> bool:

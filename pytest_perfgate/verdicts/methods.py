@@ -212,7 +212,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
         """One run's own bounds of a comparison, from its own dependence (its blocks in arrival order)."""
         assert st.q is not None
         x = d.ordered()
-        return blocked.quantile_bounds(x, st.q, c, blocked.for_quantile(x, st.q, d.dependence()))
+        return blocked.quantile_bounds(x, st.q, c, blocked.for_quantile(x, st.q, d.dependence(), d.label != "itl"))
 
     def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
         """Decided on the run's blocks in arrival order (:mod:`.blocked`; block 1: independent)."""
@@ -225,7 +225,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
             x = blocked.censor(x, over)
             dep = blocked.censor_dependence(dep, over)
             note = f"{over} failed request(s) counted as over the limit (censored: {d.requests.listed(3) if d.requests else ''})"
-        dep = blocked.for_quantile(x, q, dep)
+        dep = blocked.for_quantile(x, q, dep, d.label != "itl")  # chunk gaps: no heavy-tail raise
         b = blocked.quantile_bounds(x, q, c, dep)
         if gate.direction is None or gate.threshold is None:
             outcome, needed = "recorded", None
