@@ -39,7 +39,7 @@ from scipy import stats as sps
 
 from . import bounds as stats
 from . import shifts as level_shifts
-from .dependence import Dependence, block_sizes, blocks, estimate, heavy_factor, jump_index, tau_of
+from .dependence import Dependence, block_sizes, blocks, centred_tau, estimate, heavy_factor, jump_index, tau_of
 from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
@@ -77,7 +77,9 @@ def indicator_tau(hit: np.ndarray) -> float:
     k = int(np.count_nonzero(hit))
     if k < 2 or k > hit.size - 2:
         return 1.0
-    return tau_of(hit.astype(np.float64), max(20, hit.size // 4))
+    y = hit.astype(np.float64)
+    y -= y.mean()  # centred in place: tau_of's own y, without its second copy
+    return centred_tau(y, min(hit.size - 1, max(20, hit.size // 4)))
 
 
 def for_quantile(x: Array, q: float, dep: Dependence, sojourn: bool = True) -> Dependence:
@@ -92,7 +94,7 @@ def for_quantile(x: Array, q: float, dep: Dependence, sojourn: bool = True) -> D
     its boundary (docs/statistics.md), and with it a server 184x inside a P50 limit was inconclusive."""
     if not dep.dependent:
         return dep
-    level = stats.empirical_quantile(x[np.isfinite(x)], q) if np.isfinite(x).any() else math.inf
+    level = stats.empirical_quantile(_finite(x), q) if np.isfinite(x).any() else math.inf
     tail = x >= level if q >= 0.5 else x <= level
     shifted = dep.shifted and dep.shifts[-1] < x.size
     memory, tail_tau = (dep.within, _within_indicator_tau(tail, dep.shifts)) if shifted else (dep.tau, indicator_tau(tail))
@@ -115,7 +117,15 @@ def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> float:
     k = int(np.count_nonzero(hit))
     if k < 2 or k > hit.size - 2:
         return 1.0
-    return tau_of(level_shifts.residual(hit.astype(np.float64), cuts), max(20, hit.size // 4))
+    y = level_shifts.residual(hit, cuts)  # float64 (its own copy)
+    y -= y.mean()
+    return centred_tau(y, min(hit.size - 1, max(20, hit.size // 4)))
+
+
+def _finite(x: Array) -> Array:
+    """The finite values of ``x``: ``x`` itself (no copy) when all are."""
+    fin = np.isfinite(x)
+    return x if bool(fin.all()) else x[fin]
 
 
 def _effective(n: int, count: int, dep: Dependence) -> tuple[int, int]:
@@ -192,7 +202,9 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
     if not dep.dependent:
         return stats.quantile_bounds(x, q, c)
     n = int(x.size)
-    s = np.unique(x[np.isfinite(x)])
+    observed = stats.empirical_quantile(x, q)  # before the sorted copy: one full-size copy at a time
+    s = np.sort(_finite(x))  # the finite values sorted (a monotone test takes the same value from
+    # them as from their distinct values: np.unique held ~3 copies of a 31M-gap run)
 
     def upper_ok(i: int) -> bool:
         return _passes(n, int(np.count_nonzero(x >= s[i])), q, c, dep)
@@ -209,7 +221,7 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
     lower = float(s[j - 1]) if j > 0 else -math.inf
     if j == 0 and s.size and not np.isinf(x).any() and _passes(n, 0, 1 - q, c, dep):
         lower = float(np.nextafter(s[0], -math.inf))  # mirrored: any limit under them all fails
-    return stats.Bounds(stats.empirical_quantile(x, q), lower, upper, "order-statistic, dependence-adjusted")
+    return stats.Bounds(observed, lower, upper, "order-statistic, dependence-adjusted")
 
 
 def _first(size: int, ok: Callable[[int], bool]) -> int:

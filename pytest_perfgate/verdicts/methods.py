@@ -212,13 +212,13 @@ class QuantileMethod(kinds.QuantileKind, Method):
         """One run's own bounds of a comparison, from its own dependence (its blocks in arrival order)."""
         assert st.q is not None
         x = d.ordered()
-        return blocked.quantile_bounds(x, st.q, c, blocked.for_quantile(x, st.q, d.dependence(), d.label != "itl"))
+        return blocked.quantile_bounds(x, st.q, c, blocked.for_quantile(x, st.q, d.dependence(x), d.label != "itl"))
 
     def evaluate(self, gate: Gate, d: Data, c: float, unit: str) -> Estimate:
         """Decided on the run's blocks in arrival order (:mod:`.blocked`; block 1: independent)."""
         assert isinstance(d, Samples) and gate.statistic.q is not None
         q, x = gate.statistic.q, d.ordered()
-        dep = d.dependence()
+        dep = run = d.dependence(x)
         over = censored(gate, d)
         note = ""
         if over:  # failed requests within the error budget: over the limit, never dropped
@@ -252,7 +252,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
         if floor:
             note = "; ".join(v for v in (note, floor) if v)
         if dep.shifted:
-            details.update(level_shifts=float(len(dep.shifts)), dependence_tau_run=float(d.dependence().tau))
+            details.update(level_shifts=float(len(dep.shifts)), dependence_tau_run=float(run.tau))
             note = "; ".join(v for v in (note, shift_note(x, dep, what)) if v)
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
                         dependence_note(note, dep, cost, what), details)
@@ -287,7 +287,7 @@ def dependence_note(note: str, dep: Dependence, cost: str = "", what: tuple[str,
 
 def _mean_side(d: Samples, c: float) -> stats.Bounds:
     """One run's own bounds of a mean in a comparison: batch means over its own dependence."""
-    return _none(float(d.values[0])) if d.n < 2 else blocked.mean_bounds(d.ordered(), c, None, d.dependence())
+    return _none(float(d.values[0])) if d.n < 2 else blocked.mean_bounds(x := d.ordered(), c, None, d.dependence(x))
 
 
 class MeanMethod(kinds.MeanKind, Method):
@@ -297,13 +297,13 @@ class MeanMethod(kinds.MeanKind, Method):
         return float(np.mean(d.values))
 
     def bounds(self, st: Statistic, d: Samples, c: float, direction: str | None) -> stats.Bounds:
-        return blocked.mean_bounds(d.ordered(), c, direction, d.dependence())
+        return blocked.mean_bounds(x := d.ordered(), c, direction, d.dependence(x))
 
     def side_bounds(self, st: Statistic, d: Samples, c: float) -> stats.Bounds:
         return _mean_side(d, c)
 
     def needed(self, st: Statistic, d: Samples, c: float, direction: str, thr: float) -> int | None:
-        return blocked.mean_needed(d.ordered(), c, thr, d.dependence())
+        return blocked.mean_needed(x := d.ordered(), c, thr, d.dependence(x))
 
     def note(self, gate: Gate, d: Samples, b: stats.Bounds) -> str:
         return dependence_note(b.warning, d.dependence())

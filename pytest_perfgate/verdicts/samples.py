@@ -60,12 +60,17 @@ class Samples:
         """The values in arrival order (as given when no send times are known)."""
         return self.values if self.sent is None else self.values[arrival_order(self.sent)]
 
-    def dependence(self) -> Dependence:
+    def dependence(self, ordered: npt.NDArray[np.float64] | None = None) -> Dependence:
         """The run's dependence (block length) from its values in arrival order; independent (block
-        1) when no send times are known: values given as a plain list are taken as independent draws."""
+        1) when no send times are known: values given as a plain list are taken as independent draws.
+        ``ordered``: :meth:`ordered` already taken (no second copy of the values)."""
         if self.sent is None or self.denominators is not None:
             return Dependence(self.n)
-        return estimate(self.ordered())
+        got = self.__dict__.get("_dependence")  # estimated once a Samples (a mean gate asks 4 times)
+        if not isinstance(got, Dependence):
+            got = estimate(self.ordered() if ordered is None else ordered)
+            object.__setattr__(self, "_dependence", got)
+        return got
 
     @property
     def dimension(self) -> str:

@@ -20,7 +20,7 @@ from ..config.metrics import REQUESTS, lookup
 from ..config.units import base_unit, format_value, unit
 from . import wording as text
 from .comparison import evaluate_compare
-from .methods import Estimate, comparison_for, method_for
+from .methods import Estimate, QuantileMethod, comparison_for, method_for
 from .record import NUMBERS, VerdictRecord, nonfinite
 from .rules import check_dimension, data_dimension, display_unit, resolve_confidence, uncensored_note, unmeasured_unit
 from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, Samples, as_data, pooled_requests
@@ -377,10 +377,22 @@ def _on_successful(gate: Gate, data: Any, c: float) -> tuple[float, str]:
         return math.nan, ""
     try:
         d = as_data(data, gate.metric, label=gate.name)
-        v = _evaluate_single(gate, replace(d, requests=None) if isinstance(d, Samples) else d, c)  # successes only
+        observed, shown = _observed(gate, replace(d, requests=None) if isinstance(d, Samples) else d, c)  # successes only
     except (SampleError, ValueError, TypeError):
         return math.nan, ""
-    return (v.observed, v.unit) if math.isfinite(v.observed) else (math.nan, "")
+    return (observed, shown) if math.isfinite(observed) else (math.nan, "")
+
+
+def _observed(gate: Gate, d: Data, c: float) -> tuple[float, str]:
+    """The gate's observed value on ``d`` and its display unit. A quantile's is its order statistic
+    alone, the number its full evaluation shows: the bounds and the run's dependence, which an error
+    verdict does not show, took 35 s and 1.2 GB on a 1M-request run's 31M ITL gaps (issue 41)."""
+    m = method_for(gate.statistic.kind, gate=gate.name).select(gate, d)
+    if type(m) is QuantileMethod and isinstance(d, Samples) and gate.statistic.q is not None:
+        check_dimension(gate, d)
+        return m.point(gate.statistic, d), display_unit(gate, d, data_dimension(gate, d))
+    v = _evaluate_single(gate, d, c)
+    return v.observed, v.unit
 
 
 def _finish(gate: Gate, e: Estimate, fb_info: tuple[Fallback, ...]) -> Verdict:
