@@ -8,11 +8,15 @@ A P99 gate on TTFT; the truth (the stationary P99) at 0.5x, 0.667x (1.5x headroo
 paths of 250,000), a closed loop of 4 requests in flight (the scaffold's design). Printed, not asserted.
 
     PYTHONPATH=$PWD:$PWD/tests/stats:$PWD/tests .venv/bin/python benchmarks/bench_sequential_load.py [trials]
+        [--budget N] [--models "M/M/1 0.7,batching"] [--ratios 0.667,1]
+
+``--budget``: ``max_requests`` (default 10,000); ``--models``: the rows whose names start with these;
+``--ratios``: the true P99 over the limit (default all six).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,27 +53,38 @@ def _fixed(limit: float, v: np.ndarray, sent: np.ndarray) -> tuple[float, float]
     return float(np.mean([o == "pass" for o in out])), float(np.mean([o == "fail" for o in out]))
 
 
-def row(name: str, model: Model, truth: float, trials: int) -> None:
+def row(name: str, model: Model, truth: float, trials: int, budget: int = BUDGET,
+        ratios: tuple[float, ...] = RATIOS) -> None:
     t0 = time.perf_counter()
-    v, sent = model(np.random.default_rng(39), trials, BUDGET)
-    for x in RATIOS:
+    v, sent = model(np.random.default_rng(39), trials, budget)
+    for x in ratios:
         limit = truth / x
-        p, f, n = seqload.rates(seqload.at(GATE, limit), v, sent, BUDGET)
+        p, f, n = seqload.rates(seqload.at(GATE, limit), v, sent, budget)
         fp, ff = _fixed(limit, v, sent)
         print(f"| {name} | {x:.3g}x | {p:.1%} / {f:.1%} | {n:,.0f} | {fp:.1%} / {ff:.1%} |", flush=True)
     print(f"<!-- {name}: {trials} runs a row, {time.perf_counter() - t0:.0f} s -->", flush=True)
 
 
 def main() -> None:
-    trials = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    print(f"P99 gate, sequential looks {', '.join(map(str, seqload.load_looks(BUDGET)))} vs one run of {FIXED:,}; "
-          f"{trials} seeded runs a model")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trials", nargs="?", type=int, default=200)
+    ap.add_argument("--budget", type=int, default=BUDGET)
+    ap.add_argument("--models", default="")
+    ap.add_argument("--ratios", default="")
+    a = ap.parse_args()
+    ratios = tuple(float(r) for r in a.ratios.split(",")) if a.ratios else RATIOS
+    wanted = tuple(m.strip() for m in a.models.split(",") if m.strip())
+    print(f"P99 gate, sequential looks {', '.join(map(str, seqload.load_looks(a.budget)))} vs one run of {FIXED:,}; "
+          f"{a.trials} seeded runs a model")
     print("| model | true P99 / limit | sequential: pass / fail | mean requests sent | fixed 3,000: pass / fail |")
     print("|---|---|---|---|---|")
-    row("M/M/1 0.5", lambda r, t, n: queues.mm1(r, t, n, 0.5), queues.mm1_quantile(0.99, 0.5), trials)
-    row("M/M/1 0.7", lambda r, t, n: queues.mm1(r, t, n, 0.7), queues.mm1_quantile(0.99, 0.7), trials)
-    row("closed loop, 4 in flight", _closed, float(stats.gamma.ppf(0.99, 4)), trials)
-    row("batching, 16 slots, 0.7 load", _batching, 0.414, trials)
+    rows = (("M/M/1 0.5", lambda r, t, n: queues.mm1(r, t, n, 0.5), queues.mm1_quantile(0.99, 0.5)),
+            ("M/M/1 0.7", lambda r, t, n: queues.mm1(r, t, n, 0.7), queues.mm1_quantile(0.99, 0.7)),
+            ("closed loop, 4 in flight", _closed, float(stats.gamma.ppf(0.99, 4))),
+            ("batching, 16 slots, 0.7 load", _batching, 0.414))
+    for name, model, truth in rows:
+        if not wanted or name.startswith(wanted):
+            row(name, model, truth, a.trials, a.budget, ratios)
 
 
 if __name__ == "__main__":
