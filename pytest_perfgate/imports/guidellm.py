@@ -19,11 +19,16 @@ end of the benchmark) is not a failure of the server: it is left out, and the no
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from ..contract import RequestRecord
 from ..load import plausible
+from ..load.columns import NONE, RequestColumns
 from . import jsondoc as j
+from .columnar import marker
 from .errors import ResultsError, bounded
 from .registry import Format
 from .run import ImportedRun, Source
@@ -116,23 +121,35 @@ def _run(path: Path, b: Any, k: int, version: str) -> tuple[str, ImportedRun]:
             raise ResultsError(path, "not a list", record=f"{where}.requests", field=status)
         recs += [_record(path, q, len(recs) + i, f"{where}.requests.{status}[{i}]", failed) for i, q in enumerate(items)]
     incomplete = reqs.get("incomplete") if isinstance(reqs.get("incomplete"), list) else []
+    recs.sort(key=lambda r: r.sent_ns)
+    level, src, info = _source(path, b, k, version, len(recs), len(incomplete))
+    return level, ImportedRun(records=recs, engine_info=info, start_ns=min((r.sent_ns for r in recs), default=0),
+                              end_ns=max((r.end_ns or r.sent_ns for r in recs), default=0), source=src)
+
+
+def _source(path: Path, b: Any, k: int, version: str, kept: int, incomplete: int) -> tuple[str, Source, dict[str, Any]]:
+    """The level's name, its :class:`Source` and engine info (``kept`` requests read, ``incomplete`` left out)."""
     made = _obj(_obj(b.get("scheduler_metrics")).get("requests_made") or _obj(b.get("metrics")).get("requests_made"))
     total: Any = made.get("total")
     left: Any = made.get("incomplete") or 0
     fits = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < plausible.INT64 for v in (total, left))
     ran = int(total) - int(left) if fits and total >= left else None
-    recs.sort(key=lambda r: r.sent_ns)
     level = _level(b, k)
-    notes = (f"{len(incomplete)} incomplete request(s) kept in the file (cancelled at the benchmark's end) left out",
+    notes = (f"{incomplete} incomplete request(s) kept in the file (cancelled at the benchmark's end) left out",
              ) if incomplete else ()
     src = Source(NAME, TOOL, str(path), version=version, level=level, per_chunk=False,
-                 total=ran if ran is not None and ran != len(recs) else None, more=MORE, notes=notes, load=_load(b))
-    info = {"name": level, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
-    return level, ImportedRun(records=recs, engine_info=info, start_ns=min((r.sent_ns for r in recs), default=0),
-                              end_ns=max((r.end_ns or r.sent_ns for r in recs), default=0), source=src)
+                 total=ran if ran is not None and ran != kept else None, more=MORE, notes=notes, load=_load(b))
+    return level, src, {"name": level, "kind": "import", "format": NAME, "tool": TOOL, "file": str(path)}
 
 
 def read(path: Path) -> list[tuple[str, ImportedRun]]:
+    """Each benchmark's run: streamed into columns (:func:`_streamed`); a file it does not read (a bad
+    request, a value orjson does not read, a request the old path would fail as implausible): the
+    whole tree, as before (:func:`_read_tree`), whose errors name the file, key and request."""
+    return _streamed(path) or _read_tree(path)
+
+
+def _read_tree(path: Path) -> list[tuple[str, ImportedRun]]:
     doc = j.load(path)
     meta = j.need(path, doc, "metadata")
     version = meta.get("version") if isinstance(meta, dict) else None
@@ -144,6 +161,79 @@ def read(path: Path) -> list[tuple[str, ImportedRun]]:
     if not isinstance(benchmarks, list) or not benchmarks:
         raise ResultsError(path, "no benchmarks", field="benchmarks")
     runs = [_run(path, b, k, tool_version) for k, b in enumerate(benchmarks)]
+    return [("", runs[0][1])] if len(runs) == 1 else runs
+
+
+STATUSES = ("successful", "errored", "incomplete")
+
+
+def _items(events: Iterator[tuple[str, int, Any]]) -> Iterator[Any]:
+    """The elements of the list that just began, up to its end."""
+    from .columnar import END
+
+    for kind, _, value in events:
+        if kind == END:
+            return
+        yield value
+
+
+def _streamed(path: Path) -> list[tuple[str, ImportedRun]] | None:
+    """The per-request lists (``benchmarks[k].requests.successful`` / ``errored`` / ``incomplete``)
+    read an element at a time (:func:`.columnar.keyed_lists`) into columns by the old path's
+    :func:`_record`, the rest of the document (its skeleton) decoded whole; None where the old path
+    must read it: anything it would word, or lists that do not stand where they should."""
+    import orjson
+
+    from .columnar import DOC, START, Implausible, build, keyed_lists
+    from .stream import Malformed
+
+    lists: dict[str, RequestColumns | int] = {}
+    skeleton = b""
+    try:
+        with j.open_regular(path) as f:
+            events = keyed_lists(f, str(path), j.MAX_BYTES, STATUSES)
+            for kind, n, value in events:
+                if kind == START and value == "incomplete":
+                    lists[marker(n)] = sum(1 for _ in _items(events))
+                elif kind == START:
+                    failed = value == "errored"
+                    lists[marker(n)] = build(_record(path, q, i, "", failed) for i, q in enumerate(_items(events)))
+                elif kind == DOC:
+                    skeleton = value
+        doc = orjson.loads(skeleton)
+    except (ResultsError, Malformed, Implausible, orjson.JSONDecodeError, OverflowError):
+        return None
+    del skeleton
+    meta = _obj(_obj(doc).get("metadata"))
+    benchmarks = _obj(doc).get("benchmarks")
+    if meta.get("version") not in VERSIONS or not isinstance(benchmarks, list) or not benchmarks:
+        return None
+    tool_version = str(meta.get("guidellm_version", ""))[:40]
+    used: list[str] = []
+    runs = []
+    for k, b in enumerate(benchmarks):
+        reqs = _obj(b).get("requests")
+        if not isinstance(b, dict) or not isinstance(reqs, dict):
+            return None
+        ok, errored, inc = (reqs.get(s) for s in STATUSES)
+        for m in (ok, errored, inc):
+            if isinstance(m, str) and m in lists:
+                used.append(m)
+        parts = [lists.get(m) if isinstance(m, str) else None for m in (ok, errored)]
+        incomplete = lists.get(inc, 0) if isinstance(inc, str) else 0
+        if not isinstance(parts[0], RequestColumns) or not isinstance(parts[1], RequestColumns) or \
+                not isinstance(incomplete, int) or isinstance(inc, list):
+            return None
+        succ, err = parts
+        err.index = err.index + len(succ)  # the old path numbers the errored after the successful
+        cols = RequestColumns.concat([succ, err]).sorted_by_sent()
+        level, src, info = _source(path, b, k, tool_version, len(cols), incomplete)
+        end = np.where((cols.end_ns == NONE) | (cols.end_ns == 0), cols.sent_ns, cols.end_ns)
+        runs.append((level, ImportedRun.from_columns(
+            cols, engine_info=info, start_ns=int(cols.sent_ns[0]) if len(cols) else 0,
+            end_ns=int(end.max()) if len(cols) else 0, source=src)))
+    if sorted(used) != sorted(lists) or len(set(used)) != len(used):
+        return None  # a list where the old path reads none, or a marker twice: the old path's to read
     return [("", runs[0][1])] if len(runs) == 1 else runs
 
 

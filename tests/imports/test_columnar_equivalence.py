@@ -167,3 +167,45 @@ def test_generated_peer_files_equal_the_record_path(tmp_path: Path, kind: str) -
         new = load_results(path)
         assert new.columnar() is not None
         assert _everything(new) == _everything(_old_of(fmt, path))
+
+
+def _guidellm_variants(tmp_path: Path) -> dict[str, Path]:
+    """The scripted guidellm files, and ones whose cuts are not where a byte search first looks."""
+    import peer_files
+
+    out = {"one": peer_files.guidellm(tmp_path / "g1.json"),
+           "sweep": peer_files.guidellm(tmp_path / "g3.json", levels=3, kept=5),
+           "v1": peer_files.guidellm(tmp_path / "gv1.json", version=1)}
+    doc = json.loads(out["sweep"].read_text())
+    for k, b in enumerate(doc["benchmarks"]):
+        reqs = b["requests"]
+        for i, q in enumerate(reqs["successful"]):  # inner lists of objects, "}, {" and "}]" in strings
+            q["request_args"] = {"body": {"messages": [{"role": "user", "content": "a}, {b"},
+                                                       {"role": "assistant", "content": '"}]'}]}}
+            q["output"] = "x" * (q["output_tokens"] - 1) + ("}" if i % 2 else "\\")
+        if k == 1:  # errored before successful, no incomplete, an empty list
+            b["requests"] = {"errored": reqs["errored"], "successful": reqs["successful"], "incomplete": []}
+    out["nested"] = tmp_path / "nested.json"
+    out["nested"].write_text(json.dumps(doc))
+    out["compact"] = tmp_path / "compact.json"
+    out["compact"].write_text(json.dumps(doc, separators=(",", ":")))
+    return out
+
+
+@pytest.mark.parametrize("name", ["one", "sweep", "v1", "nested", "compact"])
+def test_guidellm_streamed_columns_equal_the_whole_tree(tmp_path: Path, name: str) -> None:
+    """Issue 41: benchmarks.json's request lists read an element at a time into columns give every
+    sample, count, note and verdict the whole-tree record path gave."""
+    from pytest_perfgate.imports import guidellm
+
+    path = _guidellm_variants(tmp_path)[name]
+    new = guidellm._streamed(path)
+    assert new is not None  # the streamed path read it
+    old = guidellm._read_tree(path)
+    assert [lv for lv, _ in new] == [lv for lv, _ in old]
+    for (_, n), (_, o) in zip(new, old, strict=True):
+        assert n.columnar() is not None
+        o = o.drop_implausible()
+        assert _everything(n) == _everything(o)
+        assert n.source == o.source
+        assert [dataclasses.asdict(r) for r in n.records] == [dataclasses.asdict(r) for r in o.records]
