@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -139,27 +140,38 @@ def write_inference_perf(path: Path, n: int) -> None:
 
 
 def write_guidellm(path: Path, n: int) -> None:
+    """The same bytes as ``json.dumps`` of the whole report, written a request at a time (a 1M-request
+    report's dicts would take ~7 GB here)."""
     sys.path.insert(0, str(ROOT))
     from tests.imports import peer_files as pf
 
-    rng = random.Random(4)
+    def requests(errored: bool) -> Iterator[str]:
+        rng = random.Random(4)  # the same jitter for both passes: request i is the same request
+        for i in range(n):
+            r = script[i % len(script)]
+            q = pf.Req(i, pf.T0 + 0.01 * i, r.ttft * rng.uniform(0.8, 1.2), tuple(_jit(rng, list(r.gaps))))
+            if (i == pf.FAILED) == errored:
+                yield json.dumps(pf._guidellm_request(q))
+
     script = pf.script()
-    reqs = []
-    for i in range(n):
-        r = script[i % len(script)]
-        q = pf.Req(i, pf.T0 + 0.01 * i, r.ttft * rng.uniform(0.8, 1.2), tuple(_jit(rng, list(r.gaps))))
-        reqs.append(pf._guidellm_request(q))
-    ok = [q for q in reqs if q["info"]["status"] == "completed"]
-    bad = [q for q in reqs if q["info"]["status"] == "errored"]
-    made = {"successful": len(ok), "incomplete": 0, "errored": len(bad), "total": n}
+    n_bad = int(n > pf.FAILED)  # request 6 failed (as before: one in the file)
+    made = {"successful": n - n_bad, "incomplete": 0, "errored": n_bad, "total": n}
     bench = {"type_": "generative_benchmark", "id_": "b0", "run_id": "run", "run_index": 0,
              "config": {"id_": "b0", "run_id": "run", "run_index": 0, "sample_size": None,
                         "strategy": {"type_": "constant", "rate": 100.0}},
              "scheduler_state": {}, "scheduler_metrics": {"requests_made": made}, "metrics": {"request_totals": made},
-             "requests": {"successful": ok, "errored": bad, "incomplete": [], "total": None}}
+             "requests": {"successful": "@OK@", "errored": "@BAD@", "incomplete": [], "total": None}}
     doc = {"metadata": {"version": 2, "guidellm_version": "0.8.1", "python_version": "3.11.7", "platform": "Linux"},
            "args": {}, "benchmarks": [bench]}
-    path.write_text(json.dumps(doc))
+    head, rest = json.dumps(doc).split('"@OK@"')
+    mid, tail = rest.split('"@BAD@"')
+    with path.open("w") as f:
+        for text, errored in ((head, False), (mid, True)):
+            f.write(text + "[")
+            for k, q in enumerate(requests(errored)):
+                f.write((", " if k else "") + q)
+            f.write("]")
+        f.write(tail)
 
 
 FORMATS = {"vllm": ("vllm-bench.json", write_vllm), "aiperf": ("profile_export.jsonl", write_aiperf),

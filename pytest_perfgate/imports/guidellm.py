@@ -18,8 +18,8 @@ end of the benchmark) is not a failure of the server: it is left out, and the no
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np

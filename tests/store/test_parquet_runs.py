@@ -95,3 +95,61 @@ def test_a_stored_run_is_parquet_and_an_old_jsonl_run_file_is_still_read(tmp_pat
     stored = records.load(tmp_path / rel)
     assert stored.runs[0].records == run.records and stored.runs[0].config == run.config
     assert records.reevaluate(stored, g, th).record.same(live.record)
+
+
+DOC_PATH = "samples/<run_id>/runs/<engine>-<id>.parquet"
+
+
+def _documented_one_liners() -> list[str]:
+    """The read-it-in-one-line lines of docs/reports.md's Parquet section, as written there."""
+    doc = (Path(__file__).parents[2] / "docs" / "reports.md").read_text()
+    lines = [ln.split("  #")[0].strip() for ln in doc.splitlines() if DOC_PATH in ln and ln.strip().endswith(
+        ("# pandas (with pyarrow)", "# polars", "# DuckDB", "# pyarrow (a perfgate dependency)"))]
+    assert len(lines) == 4, lines
+    return lines
+
+
+def test_the_documented_one_liners_read_a_runs_samples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: the per-request samples that `perfgate gate` stores are read by the one-liners of
+    docs/reports.md (and README.md) with pandas, polars and DuckDB, every row and column."""
+    import duckdb
+    import pandas
+    import polars
+    import pyarrow
+
+    from pytest_perfgate.cli import main
+
+    export = Path(__file__).parents[1] / "imports" / "data" / "vllm-bench-serve.json"
+    (tmp_path / "thresholds.toml").write_text('[phases.p]\n[gates.ttft_p50]\nphase = "p"\nmetric = "ttft"\n'
+                                              'statistic = "p50"\nmax = "10 s"\n')
+    assert main(["gate", str(export), "--thresholds", str(tmp_path / "thresholds.toml"), "--out",
+                 str(tmp_path / "out")]) == 0
+    (stored,) = (tmp_path / "out").glob("samples/*/runs/*.parquet")
+    rel = str(stored.relative_to(tmp_path / "out"))
+    monkeypatch.chdir(tmp_path / "out")
+    _, table = runfiles.read(stored)
+    want = table.to_pylist()
+    assert len(want) == len(json.loads(export.read_text())["ttfts"]) > 0
+    names = {"pandas": pandas, "polars": polars, "duckdb": duckdb, "pyarrow": pyarrow}
+    for line in _documented_one_liners():
+        got = eval(line.replace(DOC_PATH, rel), names)  # noqa: S307 - the documentation's own line
+        if isinstance(got, pandas.DataFrame):
+            rows = got.to_dict("records")
+            rows = [{k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in r.items()} for r in rows]
+        elif isinstance(got, polars.DataFrame):
+            rows = got.to_dicts()
+        elif isinstance(got, pyarrow.Table):
+            rows = got.to_pylist()
+        else:  # a DuckDB relation
+            rows = [dict(zip(got.columns, r, strict=True)) for r in got.fetchall()]
+        assert list(rows[0]) == list(want[0]) == list(parquet.FIELDS), line
+        assert len(rows) == len(want), line
+        for col in ("index", "sent_ns", "chunk_ns", "output_tokens"):
+            assert [r[col] for r in rows] == [w[col] for w in want], (line, col)
+    readme = (Path(__file__).parents[2] / "README.md").read_text()  # README's short forms, path a variable
+    for line in ('pandas.read_parquet(path)', 'polars.read_parquet(path)', '''duckdb.sql("SELECT * FROM 'path'")'''):
+        assert f"`{line}`" in readme
+        got = eval(line.replace("'path'", f"'{rel}'"), {**names, "path": rel})  # noqa: S307
+        assert (len(got.fetchall()) if hasattr(got, "fetchall") else len(got)) == len(want), line
+    run = json.loads(pyarrow.parquet.read_schema(rel).metadata[b"perfgate.run"])  # the run, as documented
+    assert isinstance(run, dict) and run
