@@ -219,12 +219,12 @@ def _streamed(path: Path) -> list[tuple[str, ImportedRun]] | None:
         for m in (ok, errored, inc):
             if isinstance(m, str) and m in lists:
                 used.append(m)
-        parts = [lists.get(m) if isinstance(m, str) else None for m in (ok, errored)]
+        succ = lists.get(ok) if isinstance(ok, str) else None
+        err = lists.get(errored) if isinstance(errored, str) else None
         incomplete = lists.get(inc, 0) if isinstance(inc, str) else 0
-        if not isinstance(parts[0], RequestColumns) or not isinstance(parts[1], RequestColumns) or \
+        if not isinstance(succ, RequestColumns) or not isinstance(err, RequestColumns) or \
                 not isinstance(incomplete, int) or isinstance(inc, list):
             return None
-        succ, err = parts
         err.index = err.index + len(succ)  # the old path numbers the errored after the successful
         cols = RequestColumns.concat([succ, err]).sorted_by_sent()
         level, src, info = _source(path, b, k, tool_version, len(cols), incomplete)

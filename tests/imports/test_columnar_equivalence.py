@@ -201,6 +201,8 @@ def test_guidellm_streamed_columns_equal_the_whole_tree(tmp_path: Path, name: st
     path = _guidellm_variants(tmp_path)[name]
     new = guidellm._streamed(path)
     assert new is not None  # the streamed path read it
+    if name == "one":
+        assert load_results(path).columnar() is not None  # and the reader takes it
     old = guidellm._read_tree(path)
     assert [lv for lv, _ in new] == [lv for lv, _ in old]
     for (_, n), (_, o) in zip(new, old, strict=True):
@@ -209,3 +211,34 @@ def test_guidellm_streamed_columns_equal_the_whole_tree(tmp_path: Path, name: st
         assert _everything(n) == _everything(o)
         assert n.source == o.source
         assert [dataclasses.asdict(r) for r in n.records] == [dataclasses.asdict(r) for r in o.records]
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda s: s.replace('"output_tokens": 8', '"output_tokens": NaN', 1), "output_tokens"),
+    (lambda s: s.replace('"request_start": ', '"request_begin": ', 1), r"field 'info.timings.request_start': "),
+    (lambda s: s.replace('"errored": [', '"errored": {"x": [', 1).replace('], "incomplete"', ']}, "incomplete"', 1),
+     "not a list"),
+    (lambda s: s[:-40], "not valid JSON"),
+])
+def test_guidellm_files_the_stream_does_not_read_are_worded_as_before(tmp_path: Path, change: Any, match: str) -> None:
+    """A value orjson does not read, a bad request, a list where none should be, a truncated file:
+    the whole-tree path reads it, with its error naming the file and the request."""
+    import peer_files
+
+    from pytest_perfgate.imports import guidellm
+
+    path = peer_files.guidellm(tmp_path / "g.json")
+    text = change(json.dumps(json.loads(path.read_text())))
+    assert text != path.read_text()
+    path.write_text(text)
+    try:
+        old: Any = [(lv, _everything(r.drop_implausible())) for lv, r in guidellm._read_tree(path)]
+    except ValueError as e:
+        old = str(e)
+    try:
+        new: Any = [(lv, _everything(r)) for lv, r in guidellm.read(path)]
+    except ValueError as e:
+        new = str(e)
+    assert new == old
+    assert guidellm._streamed(path) is None
+    assert isinstance(old, list) or match in old
