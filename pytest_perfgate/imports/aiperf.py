@@ -121,7 +121,7 @@ def read(path: Path) -> list[tuple[str, ImportedRun]]:
 
     tokens = token_counts(path)
     try:
-        cols = build(_record(path, no, doc, tokens) for no, doc in j.lines(path))
+        cols = build(_record(path, no, doc, tokens) for no, doc in j.lines(path, j.STREAM_BYTES))
     except Implausible:
         return _read_records(path, tokens)
     if not len(cols):
@@ -141,7 +141,7 @@ def _source(path: Path, tokens: str) -> tuple[Source, dict[str, Any]]:
 
 
 def _read_records(path: Path, tokens: str) -> list[tuple[str, ImportedRun]]:
-    recs = [_record(path, no, doc, tokens) for no, doc in j.lines(path)]
+    recs = [_record(path, no, doc, tokens) for no, doc in j.lines(path, j.MAX_BYTES)]
     if not recs:
         raise ResultsError(path, "no records")
     recs.sort(key=lambda r: r.sent_ns)

@@ -351,3 +351,15 @@ def test_more_tokens_than_asked_fail_inference_perf(tmp_path: Path) -> None:
     run = load_results(p)
     causes = [str(r.error) for r in run.records if r.error and "500" not in r.error]
     assert len(causes) == pf.N - 1 and all("> max_tokens 8 asked" in c for c in causes), causes
+
+
+def test_a_streamed_export_has_its_own_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AIPerf's lines go into columns a block at a time (memory grows with the requests, not the file):
+    its cap is STREAM_BYTES (a 1M-request export is 2.6 GB, over the whole-tree MAX_BYTES), and past it
+    the file is named with the line where reading stopped."""
+    ai = _ai(tmp_path / "ai" / "profile_export.jsonl")
+    monkeypatch.setattr(jsondoc, "MAX_BYTES", 1000)  # a whole-tree read would refuse this file
+    assert ai.stat().st_size > 1000 and load_results(ai).records
+    monkeypatch.setattr(jsondoc, "STREAM_BYTES", 1000)
+    with pytest.raises(ResultsError, match=r"profile_export.jsonl: line \d+: over 0 MiB: not read further"):
+        load_results(ai)
