@@ -330,6 +330,7 @@ HEAVY_POWER = 1.5  # ... by ((HEAVY - 1) / (index - 1)) ** HEAVY_POWER (tuned by
 HEAVY_MAX = 16.0  # at most (an index near 1: the run cannot bound its own dependence)
 JUMP_SHARE = 0.02  # the Hill estimate's top share of the jumps (at least JUMP_MIN of them)
 JUMP_MIN = 10
+JUMP_XI = 0.15  # ... and only when the moment estimator of the same jumps finds a heavy tail (index <= 1 / JUMP_XI)
 
 
 def jump_index(x: Array) -> float:
@@ -353,8 +354,21 @@ def jump_index(x: Array) -> float:
     if jumps <= k:
         return math.inf
     top = np.sort(top)[::-1]
-    mean_log = float(np.mean(np.log(top[:k] / top[k])))
-    return 1.0 / mean_log if mean_log > 0 else math.inf
+    logs = np.log(top[:k] / top[k])
+    mean_log = float(np.mean(logs))
+    if not mean_log > 0 or moment_index(logs) < JUMP_XI:
+        return math.inf
+    return 1.0 / mean_log
+
+
+def moment_index(logs: Array) -> float:
+    """The moment estimator of the extreme-value index (Dekkers, Einmahl and de Haan) from the log
+    excesses over the threshold: about 1 / tail index for a heavy (Pareto) tail, <= 0 for a light or
+    bounded one, where Hill's estimate (which assumes a heavy tail) is biased low."""
+    m1, m2 = float(np.mean(logs)), float(np.mean(logs * logs))
+    if not m2 > m1 * m1:
+        return -math.inf
+    return m1 + 1.0 - 0.5 / (1.0 - m1 * m1 / m2)
 
 
 def heavy_factor(index: float) -> float:

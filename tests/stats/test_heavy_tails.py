@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pytest
+import queue_runs
 import queues
 import tails
 from simhelp import assert_rate
@@ -79,6 +80,22 @@ def test_the_jump_index_sees_the_service_tail_and_light_queues_are_left_alone() 
     assert dp.heavy_factor(dp.HEAVY) == dp.heavy_factor(5.0) == dp.heavy_factor(math.inf) == 1.0
     assert 1.0 < dp.heavy_factor(2.8) < dp.heavy_factor(2.2) < dp.heavy_factor(1.5) <= dp.HEAVY_MAX
     assert dp.heavy_factor(1.0) == dp.HEAVY_MAX and dp.jump_index(np.ones(100)) == math.inf
+
+
+def test_a_batching_servers_bounded_jumps_are_not_read_as_a_heavy_tail() -> None:
+    """A continuous-batching server's TTFT jumps mix step jitter with queue onsets, all bounded (the
+    largest ~0.4 s): Hill's estimate alone read them as a tail of index ~1.5 and raised D 6-8x over the
+    true inflation (D 99-138 against ~27 across 300 runs, n 3,000-30,000), so a P99 at 1.5x headroom
+    passed 5% of runs. The moment estimator (Dekkers-Einmahl-de Haan) of the same jumps finds no heavy
+    tail (extreme-value index 0.06-0.13; Pareto 2.5 M/G/1: 0.38-0.45), and the raise is left out."""
+    rng = np.random.default_rng(5)
+    idx = []
+    for _ in range(12):
+        sent, first, _end = queue_runs.batching(rng, 3500, 12.0)
+        idx.append(dp.jump_index((first - sent)[500:]))
+    assert np.median(idx) == math.inf, idx
+    heavy, _ = tails.pareto_mg1(np.random.default_rng(2), 12, 3000, 0.5)
+    assert np.median([dp.jump_index(x) for x in heavy]) < 2.6
 
 
 @pytest.mark.parametrize("q", [0.5, 0.75])
