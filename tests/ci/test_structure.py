@@ -23,7 +23,10 @@ MAX_FUNCTION_LINES = 80
 
 # (module relative to pytest_perfgate/, function qualname or "" for the module's own length): why it may be longer.
 # "pending: AREA" entries are modules another area of issue 11 is still splitting; they go when it lands.
-ALLOWED: dict[tuple[str, str], str] = {}
+ALLOWED: dict[tuple[str, str], str] = {
+    ("imports/columnar.py", "keyed_lists"): "a streaming parser's state machine (key search, list element, "
+    "block refill share one buffer and position); split, its states would pass through every call",
+}
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, int]]:
