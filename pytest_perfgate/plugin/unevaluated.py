@@ -20,7 +20,10 @@ def error_verdicts(th: Thresholds, gates: Iterable[str], done: set[str], cause: 
     from ..verdicts.rules import resolve_confidence
     from ..verdicts.verdict import Verdict
 
-    cause = " ".join(cause.split())
+    first, _, rest = cause.strip().partition("\n")
+    # the first line: the rest (an engine log's last lines, a traceback) is the test's own error report,
+    # shown once above the summary and in gates.xml's <error>, not repeated in every gate's note
+    cause = " ".join(first.split()) + (" (the rest in the test's error report)" if rest.strip() else "")
     if len(cause) > MAX_CAUSE:
         cause = cause[:MAX_CAUSE] + "..."
     out = []
