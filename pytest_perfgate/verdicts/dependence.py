@@ -122,8 +122,12 @@ class Dependence:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"n": self.n, "block": self.block, "method": self.method, "tau": self.tau}
+        if self.window:
+            d["window"] = self.window
         if self.shifts:
             d.update(shifts=list(self.shifts), within=self.within)
+            if self.within_window:
+                d["within_window"] = self.within_window
         return d
 
     @classmethod
@@ -136,7 +140,8 @@ class Dependence:
         good = (isinstance(cuts, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in cuts)
                 and isinstance(within, (int, float)) and not isinstance(within, bool))
         return cls(int(n), max(1, int(b)), str(d.get("method", INDEPENDENT)), max(1.0, float(tau)),
-                   tuple(cuts) if good else (), max(1.0, float(within)) if good else 1.0)
+                   tuple(cuts) if good else (), max(1.0, float(within)) if good else 1.0,
+                   window=_count(d.get("window", 0)), within_window=_count(d.get("within_window", 0)) if good else 0)
 
     def details(self) -> dict[str, float]:
         """The numbers a verdict stores in its ``details`` (decisions.json)."""
@@ -152,6 +157,11 @@ class Dependence:
             return None
         b = int(details["dependence_block"])
         return cls(n, max(1, b), BLOCKS if b > 1 else INDEPENDENT, max(1.0, float(details.get("dependence_tau", 1.0))))
+
+
+def _count(v: Any) -> int:
+    """A stored window (lags): a non-negative int, 0 when missing or malformed."""
+    return max(0, v) if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _round(x: float) -> int:
