@@ -10,7 +10,9 @@ zero exceedances it is conservative for clustered counts (the chance of no clust
 ``exp(-n p / E[L])``, is under ``exp(-n p / D)`` because ``D >= E[L]``). ``D`` is the larger of the
 run's ``tau`` (normal scores: the bulk) and the integrated autocorrelation time of the indicator of
 the run's own empirical q-quantile (the tail: queues cluster their slow requests more than their
-typical ones; a stalled server makes 50 slow requests in a row), raised by
+typical ones; a stalled server makes 50 slow requests in a row), raised one standard error of its
+own estimate by :func:`~.dependence.spread_factor` (the estimate runs low where the memory is long
+against the run, and a pass is most likely in exactly those runs; issue 39 row 2), and by
 :func:`~.dependence.heavy_factor` when the run's jumps have a heavy tail (index under 3: a heavy-tailed
 service's long busy periods set the memory, and a run of n rarely shows them; issue 39). With ``D = 1`` (no dependence
 detected) this is the independent order-statistic test (MLPerf early stopping) exactly. A ``min``
@@ -39,7 +41,17 @@ from scipy import stats as sps
 
 from . import bounds as stats
 from . import shifts as level_shifts
-from .dependence import Dependence, block_sizes, blocks, centred_tau, estimate, heavy_factor, jump_index, tau_of
+from .dependence import (
+    Dependence,
+    block_sizes,
+    blocks,
+    centred_tau_window,
+    estimate,
+    heavy_factor,
+    jump_index,
+    spread_factor,
+    tau_of,
+)
 from .samples import ARRIVAL, Proportion
 
 Array = stats.Array
@@ -74,16 +86,22 @@ def censor_dependence(dep: Dependence, over: int) -> Dependence:
 
 def indicator_tau(hit: np.ndarray) -> float:
     """Integrated autocorrelation time of a 0/1 series (Geyer); 1 with fewer than 2 hits or misses."""
+    return indicator_tau_window(hit)[0]
+
+
+def indicator_tau_window(hit: np.ndarray) -> tuple[float, int]:
+    """(:func:`indicator_tau`, its Geyer summation window: :func:`~.dependence.geyer_window`)."""
     k = int(np.count_nonzero(hit))
     if k < 2 or k > hit.size - 2:
-        return 1.0
+        return 1.0, 0
     y = hit.astype(np.float64)
     y -= y.mean()  # centred in place: tau_of's own y, without its second copy
-    return centred_tau(y, min(hit.size - 1, max(20, hit.size // 4)))
+    return centred_tau_window(y, min(hit.size - 1, max(20, hit.size // 4)))
 
 
 def for_quantile(x: Array, q: float, dep: Dependence, sojourn: bool = True) -> Dependence:
-    """``dep`` with ``tau`` raised to the clustering of the q-quantile's tail (``D`` above). A run
+    """``dep`` with ``tau`` raised to the clustering of the q-quantile's tail (``D`` above), then by
+    its estimate's spread (:func:`~.dependence.spread_factor` of that ``D``'s Geyer window). A run
     whose level shifted (``dep.shifts``, :mod:`.shifts`) counts the memory within its segments: the
     larger of the scores' tau there and the tail indicator's, less each segment's share of the tail.
 
@@ -97,12 +115,15 @@ def for_quantile(x: Array, q: float, dep: Dependence, sojourn: bool = True) -> D
     level = stats.empirical_quantile(_finite(x), q) if np.isfinite(x).any() else math.inf
     tail = x >= level if q >= 0.5 else x <= level
     shifted = dep.shifted and dep.shifts[-1] < x.size
-    memory, tail_tau = (dep.within, _within_indicator_tau(tail, dep.shifts)) if shifted else (dep.tau, indicator_tau(tail))
+    memory = dep.within if shifted else dep.tau
+    tail_tau, tail_window = _within_indicator_tau(tail, dep.shifts) if shifted else indicator_tau_window(tail)
     far = max(1.0, tail_tau) if x.size >= FAR_MEMORY * memory and q >= 0.5 else 0.0
     index = jump_index(x if q >= 0.5 else -x)  # a min gate's tail is the low one: its jumps down
     heavy = heavy_factor(index) if sojourn and min(q, 1 - q) <= HEAVY_SHARE else 1.0
-    return replace(dep, tau=max(memory, tail_tau) * heavy, far=far, shifts=dep.shifts if shifted else (),
-                   heavy=heavy, tail_index=index)
+    memory_window = dep.within_window if shifted else dep.window
+    spread = spread_factor(tail_window if tail_tau >= memory else memory_window, int(x.size))
+    return replace(dep, tau=max(memory, tail_tau) * spread * heavy, far=far, shifts=dep.shifts if shifted else (),
+                   heavy=heavy, tail_index=index, spread=spread)
 
 
 def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:
@@ -112,14 +133,14 @@ def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:
             and float(x.max()) > 0 and thr >= FAR * float(x.max()))
 
 
-def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> float:
-    """:func:`indicator_tau` of the indicator less each segment's mean (its share of the tail)."""
+def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> tuple[float, int]:
+    """:func:`indicator_tau_window` of the indicator less each segment's mean (its share of the tail)."""
     k = int(np.count_nonzero(hit))
     if k < 2 or k > hit.size - 2:
-        return 1.0
+        return 1.0, 0
     y = level_shifts.residual(hit, cuts)  # float64 (its own copy)
     y -= y.mean()
-    return centred_tau(y, min(hit.size - 1, max(20, hit.size // 4)))
+    return centred_tau_window(y, min(hit.size - 1, max(20, hit.size // 4)))
 
 
 def _finite(x: Array) -> Array:

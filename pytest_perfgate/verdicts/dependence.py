@@ -67,6 +67,9 @@ class Dependence:
     far: float = 0.0  # D for a limit far beyond every value (blocked.for_quantile; 0: none)
     heavy: float = 1.0  # D raised this much for a heavy-tailed run (blocked.for_quantile, :func:`heavy_factor`)
     tail_index: float = math.inf  # the tail index of the run's upward jumps (:func:`jump_index`)
+    window: int = 0  # the lag at which Geyer's sequence for ``tau`` stopped (its summation window M)
+    within_window: int = 0  # ... and for ``within`` (the level-shifted run's residual scores)
+    spread: float = 1.0  # D raised this much for the estimate's own uncertainty (:func:`spread_factor`)
 
     @property
     def shifted(self) -> bool:
@@ -119,8 +122,12 @@ class Dependence:
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"n": self.n, "block": self.block, "method": self.method, "tau": self.tau}
+        if self.window:
+            d["window"] = self.window
         if self.shifts:
             d.update(shifts=list(self.shifts), within=self.within)
+            if self.within_window:
+                d["within_window"] = self.within_window
         return d
 
     @classmethod
@@ -133,7 +140,8 @@ class Dependence:
         good = (isinstance(cuts, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in cuts)
                 and isinstance(within, (int, float)) and not isinstance(within, bool))
         return cls(int(n), max(1, int(b)), str(d.get("method", INDEPENDENT)), max(1.0, float(tau)),
-                   tuple(cuts) if good else (), max(1.0, float(within)) if good else 1.0)
+                   tuple(cuts) if good else (), max(1.0, float(within)) if good else 1.0,
+                   window=_count(d.get("window", 0)), within_window=_count(d.get("within_window", 0)) if good else 0)
 
     def details(self) -> dict[str, float]:
         """The numbers a verdict stores in its ``details`` (decisions.json)."""
@@ -149,6 +157,11 @@ class Dependence:
             return None
         b = int(details["dependence_block"])
         return cls(n, max(1, b), BLOCKS if b > 1 else INDEPENDENT, max(1.0, float(details.get("dependence_tau", 1.0))))
+
+
+def _count(v: Any) -> int:
+    """A stored window (lags): a non-negative int, 0 when missing or malformed."""
+    return max(0, v) if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _round(x: float) -> int:
@@ -248,22 +261,27 @@ def tau_of(x: Array, max_lag: int | None = None) -> float:
 def centred_tau(y: Array, top: int) -> float:
     """:func:`tau_of` of ``x`` from its centred ``y = x - x.mean()`` (the same number, no second
     copy) at lags up to ``top``."""
+    return centred_tau_window(y, top)[0]
+
+
+def centred_tau_window(y: Array, top: int) -> tuple[float, int]:
+    """(:func:`centred_tau`, the lag its Geyer sequence stopped at: :func:`geyer_window`)."""
     n = int(y.size)
     c0 = float(np.dot(y, y)) / n if n else 0.0
     if top < 1 or not c0 > 0:
-        return 1.0
+        return 1.0, 0
     acov, k, batch = [c0], 1, 64
     while k <= top:
         hi = min(top + 1, k + batch)
         if hi > DIRECT_LAGS + 1:
-            return geyer_tau(_acf(y, top))
+            return geyer_window(_acf(y, top))
         acov += _direct(y, k, hi)
         k, batch = hi, batch * 2
         rho = np.asarray(acov) / c0
         pairs = rho[: 2 * (rho.size // 2)].reshape(-1, 2).sum(axis=1)
         if (pairs <= 0).any():
             break
-    return geyer_tau(np.asarray(acov) / c0)
+    return geyer_window(np.asarray(acov) / c0)
 
 
 def first_autocorrelations(x: Array, lags: int) -> Array:
@@ -282,13 +300,34 @@ def centred_autocorrelations(y: Array, lags: int) -> Array:
 def geyer_tau(rho: Array) -> float:
     """Integrated autocorrelation time from autocorrelations ``rho[0..]``: Geyer's initial positive
     (and monotone) sequence estimator, ``-1 + 2 * sum(Gamma_k)``, Gamma_k = rho_2k + rho_2k+1."""
+    return geyer_window(rho)[0]
+
+
+def geyer_window(rho: Array) -> tuple[float, int]:
+    """(:func:`geyer_tau`, its summation window ``M``: the last lag summed, ``2 K - 1`` for ``K``
+    positive pairs; 0 when none is)."""
     pairs = rho[: 2 * (rho.size // 2)].reshape(-1, 2).sum(axis=1)
     stop = np.flatnonzero(pairs <= 0)
     g = pairs[: stop[0]] if stop.size else pairs
     if g.size == 0:
-        return 1.0
+        return 1.0, 0
     g = np.minimum.accumulate(g)
-    return max(1.0, float(-1.0 + 2.0 * g.sum()))
+    return max(1.0, float(-1.0 + 2.0 * g.sum())), 2 * int(g.size) - 1
+
+
+SPREAD_Z = 1.0  # D is raised to this one-sided normal bound of its estimate (:func:`spread_factor`)
+
+
+def spread_factor(window: int, n: int, z: float | None = None) -> float:
+    """How much a quantile's ``D`` is raised for the uncertainty of its own estimate: the estimated
+    integrated autocorrelation time summed over a window of ``M`` lags has a relative variance of
+    about ``2 (2 M + 1) / n`` (Madras and Sokal 1988), so ``D (1 + z sqrt(2 (2 M + 1) / n))`` is an
+    upper bound at ``z`` (:data:`SPREAD_Z`). About 1 for a short memory against ``n`` (a small
+    window), larger where the memory is long against the run, where ``D`` runs low most."""
+    z = SPREAD_Z if z is None else z
+    if n <= 0 or not z > 0:
+        return 1.0
+    return 1.0 + z * math.sqrt(2.0 * (2.0 * max(window, 0) + 1.0) / n)
 
 
 def detected(rho: Array, n: int) -> bool:
@@ -316,13 +355,16 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shif
     y = s - s.mean()  # the centred scores: the detection test's and tau's (one copy for both)
     if not detected(centred_autocorrelations(y, min(n - 1, MAX_LAG)), n):
         return Dependence(n)
-    tau = centred_tau(y, min(n - 1, max(2 * MAX_LAG, n // 4)))  # tau_of(s)
+    tau, window = centred_tau_window(y, min(n - 1, max(2 * MAX_LAG, n // 4)))  # tau_of(s)
     del y
     b = max(int(math.ceil(MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
     found = level_shifts.find(s, tau, tau_of) if shifts else None
     if found is None:
-        return Dependence(n, min(b, n), BLOCKS, tau)
-    return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau))
+        return Dependence(n, min(b, n), BLOCKS, tau, window=window)
+    r = level_shifts.residual(s, found.cuts)
+    r -= r.mean()
+    _, inside = centred_tau_window(r, min(n - 1, max(2 * MAX_LAG, n // 4)))  # the window of found.tau
+    return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau), window=window, within_window=inside)
 
 
 HEAVY = 3.0  # a tail index of the jumps under this raises a quantile's D (docs/statistics.md, issue 39)
