@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_perfgate import make_samples
-from pytest_perfgate.verdicts import blocked
+from pytest_perfgate.verdicts import blocked, dependence
 from pytest_perfgate.verdicts import bounds as stats
 from pytest_perfgate.verdicts.dependence import ORDER_CHUNK, Dependence, arrival_order, in_order
 
@@ -83,3 +83,38 @@ def test_quantile_bounds_by_binary_search_are_the_counted_ones(seed: int, q: flo
     dep = Dependence(int(x.size), block=int(rng.integers(2, 40)), method="blocks", tau=float(rng.uniform(1.2, 9.0)))
     for d in (dep, replace(dep, far=2.0)):
         assert blocked.quantile_bounds(x, q, 0.95, d) == _old_quantile_bounds(x, q, 0.95, d)
+
+
+def _old_centred_tau(y: np.ndarray, top: int) -> float:
+    """dependence.centred_tau as it was: batches of 64, 128, 256, ... lags."""
+    n = int(y.size)
+    c0 = float(np.dot(y, y)) / n if n else 0.0
+    if top < 1 or not c0 > 0:
+        return 1.0
+    acov, k, batch = [c0], 1, 64
+    while k <= top:
+        hi = min(top + 1, k + batch)
+        if hi > dependence.DIRECT_LAGS + 1:
+            return dependence.geyer_tau(dependence._acf(y, top))
+        acov += dependence._direct(y, k, hi)
+        k, batch = hi, batch * 2
+        rho = np.asarray(acov) / c0
+        pairs = rho[: 2 * (rho.size // 2)].reshape(-1, 2).sum(axis=1)
+        if (pairs <= 0).any():
+            break
+    return dependence.geyer_tau(np.asarray(acov) / c0)
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.3, 0.8, 0.95, 0.99, 0.999])
+@pytest.mark.parametrize("n", [50, 3000, 40_000])
+def test_tau_from_short_first_batches_is_the_same(phi: float, n: int) -> None:
+    rng = np.random.default_rng(int(phi * 1000) + n)
+    e = rng.normal(size=n)
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):  # AR(1): tau from 1 to ~2000
+        x[i] = phi * x[i - 1] + e[i]
+    y = x - x.mean()
+    for top in (5, 20, 100, 448, 512, n // 4, n - 1):
+        top = min(top, n - 1)
+        assert dependence.centred_tau(y, top) == _old_centred_tau(y, top)
