@@ -1,7 +1,7 @@
 """``perfgate gate`` on 100k- and 1M-request exports of every import format (issue 41), against the
 stdlib's ``json.load`` of the same file. A script, not a test: it prints one table.
 
-``nice -n 10 python benchmarks/bench_million.py [--requests 100000,1000000] [--formats vllm,aiperf,...]
+``nice -n 10 python benchmarks/bench_million.py [--requests 100000,1000000] [--formats vllm,aiperf,...] [--itl-budget 0.05]
 [--dir /tmp/x]``
 
 Each file is built from a real committed export (``tests/imports/data``; guidellm from the schema
