@@ -1,7 +1,7 @@
 """``perfgate gate`` on 100k- and 1M-request exports of every import format (issue 41), against the
 stdlib's ``json.load`` of the same file. A script, not a test: it prints one table.
 
-``nice -n 10 python benchmarks/bench_million.py [--requests 100000,1000000] [--formats vllm,aiperf,...]
+``nice -n 10 python benchmarks/bench_million.py [--requests 100000,1000000] [--formats vllm,aiperf,...] [--itl-budget 0.05]
 [--dir /tmp/x]``
 
 Each file is built from a real committed export (``tests/imports/data``; guidellm from the schema
@@ -208,6 +208,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None)
     ap.add_argument("--skip-json", action="store_true", help="no json.load reference (only the gate)")
     ap.add_argument("--file", help="a vLLM file already written (--formats vllm, one size): timed, not deleted")
+    ap.add_argument("--itl-budget", type=float, default=None,
+                    help="max_error_rate of the ITL P99 gate (an error budget: its full verdict runs, not the error's)")
     ns = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     os.environ.update(env)
@@ -223,7 +225,9 @@ def main() -> None:
                     f = Path(ns.file)
                 else:
                     write(f, n)
-                (d / "thresholds.toml").write_text(GATES + (ITL_GATE if fmt != "guidellm" else ""))
+                (d / "thresholds.toml").write_text(GATES + (ITL_GATE if fmt != "guidellm" else "")
+                                               + (f"max_error_rate = {ns.itl_budget}\n" if ns.itl_budget is not None
+                                                  and fmt != "guidellm" else ""))
                 size = f.stat().st_size / 1e6
                 gate = [sys.executable, "-m", "pytest_perfgate.cli", "gate", str(f), "--thresholds",
                         str(d / "thresholds.toml"), "--out", str(d / "out")]

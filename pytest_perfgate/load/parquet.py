@@ -208,7 +208,8 @@ def table_of(c: RequestColumns) -> pa.Table:
     from .columns import NONE, SOURCES
 
     def ints(a: np.ndarray) -> pa.Array:
-        return pa.array(a, pa.int64(), mask=a == NONE)
+        mask = a == NONE  # no mask when none is missing: the array's buffer is used as it is (no copy)
+        return pa.array(a, pa.int64(), mask=mask if mask.any() else None)
 
     def texts(codes: np.ndarray, table: list[str], absent: str | None) -> pa.Array:
         pick = np.where(codes < 0, len(table), codes)

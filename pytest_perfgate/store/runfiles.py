@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 SCHEMA = "pytest-perfgate/run/2"
 SUFFIX = ".parquet"
 ROWS = 65_536  # records per row group (and per batch converted at a time)
+# the chunk times and tokens: delta-encoded integers (sorted within a request), no dictionary (a
+# 1M-request run's 31M distinct times: 2.3 s with the default dictionary try, 1.2 s and 17% smaller so)
+ENCODING = {"chunk_ns.list.element": "DELTA_BINARY_PACKED", "chunk_tokens.list.element": "DELTA_BINARY_PACKED"}
+ENCODED = ("chunk_ns", "chunk_tokens")
 
 
 def write(tmp: Path, run_line: dict[str, Any], records: Sequence[RequestRecord] | RequestColumns) -> None:
@@ -39,13 +43,17 @@ def write(tmp: Path, run_line: dict[str, Any], records: Sequence[RequestRecord] 
     meta = {b"perfgate.schema": SCHEMA.encode(),
             b"perfgate.run": json.dumps(run_line, allow_nan=False, default=str, separators=(",", ":")).encode()}
     sch = schema().with_metadata(meta)
+    dictionary = [f.name for f in sch if f.name not in ENCODED]  # the other columns: the default dictionary
     with os.fdopen(open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as raw, \
-            pq.ParquetWriter(raw, sch, compression="zstd") as w:
+            pq.ParquetWriter(raw, sch, compression="zstd", use_dictionary=dictionary, column_encoding=ENCODING) as w:
         if isinstance(records, RequestColumns):
             w.write_table(table_of(records).replace_schema_metadata(meta), row_group_size=ROWS)
-            return
-        for start in range(0, len(records), ROWS):
-            w.write_batch(to_batch(records[start:start + ROWS]))
+        else:
+            for start in range(0, len(records), ROWS):
+                w.write_batch(to_batch(records[start:start + ROWS]))
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()  # the table's and pages' buffers (~150 MB at 1M requests)
 
 
 def read(path: Path) -> tuple[dict[str, Any], pa.Table]:

@@ -229,12 +229,15 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
     observed = stats.empirical_quantile(x, q)  # before the sorted copy: one full-size copy at a time
     s = np.sort(_finite(x))  # the finite values sorted (a monotone test takes the same value from
     # them as from their distinct values: np.unique held ~3 copies of a 31M-gap run)
+    # the counts of x at or beyond s[i] by binary search in s (the same integers as counting x: a
+    # pass over 31M values a step took ~1 s): the finite ones from s, the infinite ones once
+    above, below = int(np.count_nonzero(x == math.inf)), int(np.count_nonzero(x == -math.inf))
 
-    def upper_ok(i: int) -> bool:
-        return _passes(n, int(np.count_nonzero(x >= s[i])), q, c, dep)
+    def upper_ok(i: int) -> bool:  # count_nonzero(x >= s[i])
+        return _passes(n, int(s.size - np.searchsorted(s, s[i], "left")) + above, q, c, dep)
 
     def lower_fails(i: int) -> bool:  # monotone: once the lower test stops holding it never holds again
-        return not _passes(n, int(np.count_nonzero(x <= s[i])), 1 - q, c, dep)
+        return not _passes(n, int(np.searchsorted(s, s[i], "right")) + below, 1 - q, c, dep)
 
     upper = float(s[_first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
     if math.isinf(upper) and s.size and not np.isinf(x).any() and _passes(n, 0, q, c, dep):

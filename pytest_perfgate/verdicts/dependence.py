@@ -172,9 +172,40 @@ def _round(x: float) -> int:
     return int(round(x / p) * p)
 
 
+ORDER_CHUNK = 1 << 20  # sorted positions checked at a time by :func:`arrival_order` and :func:`in_order`
+
+
 def arrival_order(send_times: Any) -> npt.NDArray[np.intp]:
-    """Indices that put values in arrival order (a stable sort of the send times)."""
-    return np.argsort(np.asarray(send_times, dtype=np.float64), kind="stable")
+    """Indices that put values in arrival order (a stable sort of the send times): the unstable
+    sort (about twice as fast on a 31M-gap ITL run), each run of equal send times then put back in
+    index order (what the stable sort gives them). NaN: the stable sort itself."""
+    t = np.asarray(send_times, dtype=np.float64).ravel()
+    order = np.argsort(t)
+    ties: list[npt.NDArray[np.intp]] = []  # sorted positions that belong to a run of equal times
+    for a in range(0, max(0, t.size - 1), ORDER_CHUNK):
+        k = t[order[a: a + ORDER_CHUNK + 1]]
+        if math.isnan(float(k[-1])):
+            return np.argsort(t, kind="stable")
+        same = np.flatnonzero(k[1:] == k[:-1]) + a  # position p ties with p + 1
+        if same.size:
+            ties.append(same)
+    if ties:
+        same = np.concatenate(ties)
+        pos = np.union1d(same, same + 1)  # every member of a tie run, in sorted position order
+        sub = order[pos]
+        order[pos] = sub[np.lexsort((sub, t[sub]))]  # by time, then index: the same set of positions
+    return order
+
+
+def in_order(send_times: Any) -> bool:
+    """Whether the send times never decrease (their stable arrival order is the identity), in
+    chunks (no full-size temporary)."""
+    t = np.asarray(send_times, dtype=np.float64).ravel()
+    for a in range(0, max(0, t.size - 1), ORDER_CHUNK):
+        k = t[a: a + ORDER_CHUNK + 1]
+        if not bool((k[1:] >= k[:-1]).all()):
+            return False
+    return True
 
 
 def normal_scores(x: Array) -> Array:
@@ -258,6 +289,21 @@ def tau_of(x: Array, max_lag: int | None = None) -> float:
     return centred_tau(x - x.mean(), min(n - 1, max_lag if max_lag is not None else max(2 * MAX_LAG, n // 4)))
 
 
+# where each batch of direct lags ends: short first batches (a run whose sequence stops within a few
+# lags computes only those: 16 dot products of 31M scores instead of 64), then the doubling batches
+# (64, 128, 256) as before: the lags computed directly, and where the FFT takes over (past lag 448),
+# are the same as with them, so tau is the same number
+LAG_ENDS = (9, 17, 33, 65, 193, 449)
+
+
+def _next_lag(k: int) -> int:
+    """The end (exclusive) of the batch of lags that starts at lag ``k``."""
+    for end in LAG_ENDS:
+        if end > k:
+            return end
+    return k + 512
+
+
 def centred_tau(y: Array, top: int) -> float:
     """:func:`tau_of` of ``x`` from its centred ``y = x - x.mean()`` (the same number, no second
     copy) at lags up to ``top``."""
@@ -270,13 +316,13 @@ def centred_tau_window(y: Array, top: int) -> tuple[float, int]:
     c0 = float(np.dot(y, y)) / n if n else 0.0
     if top < 1 or not c0 > 0:
         return 1.0, 0
-    acov, k, batch = [c0], 1, 64
+    acov, k = [c0], 1
     while k <= top:
-        hi = min(top + 1, k + batch)
+        hi = min(top + 1, _next_lag(k))
         if hi > DIRECT_LAGS + 1:
             return geyer_window(_acf(y, top))
         acov += _direct(y, k, hi)
-        k, batch = hi, batch * 2
+        k = hi
         rho = np.asarray(acov) / c0
         pairs = rho[: 2 * (rho.size // 2)].reshape(-1, 2).sum(axis=1)
         if (pairs <= 0).any():

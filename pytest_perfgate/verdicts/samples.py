@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..config.units import Quantity, Unit, UnitError, parse_quantity, to_base, unit
-from .dependence import Dependence, arrival_order, estimate
+from .dependence import Dependence, arrival_order, estimate, in_order
 
 
 class SampleError(ValueError):
@@ -57,8 +57,15 @@ class Samples:
             object.__setattr__(self, "sent", sent)
 
     def ordered(self) -> npt.NDArray[np.float64]:
-        """The values in arrival order (as given when no send times are known)."""
-        return self.values if self.sent is None else self.values[arrival_order(self.sent)]
+        """The values in arrival order (as given when no send times are known, or when they are
+        already in it: the values themselves, not a copy)."""
+        if self.sent is None:
+            return self.values
+        got = self.__dict__.get("_in_order")
+        if got is None:
+            got = in_order(self.sent)
+            object.__setattr__(self, "_in_order", got)
+        return self.values if got else self.values[arrival_order(self.sent)]
 
     def dependence(self, ordered: npt.NDArray[np.float64] | None = None) -> Dependence:
         """The run's dependence (block length) from its values in arrival order; independent (block
@@ -313,7 +320,10 @@ def make_samples(
         arr = raw.astype(np.float64, copy=True).ravel()
         if u is None:
             u = unit("")
-        arr = arr / 100.0 if u.name == "%" else arr * u.factor
+        if u.name == "%":  # in place on the copy: the same float64 operation as ``arr / 100.0``
+            arr /= 100.0
+        else:
+            arr *= u.factor
     else:
         bases: list[float] = []
         seen: Unit | None = u

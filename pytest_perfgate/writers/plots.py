@@ -66,7 +66,8 @@ def distribution(series: Sequence[Series], unit: str, *, threshold: float | None
 
     plt = _plt()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.4, 2.7))
-    allv = np.concatenate([np.asarray(s.values, dtype=float) for s in series if len(s.values)])
+    given = [np.asarray(s.values, dtype=float) for s in series if len(s.values)]
+    allv = given[0] if len(given) == 1 else np.concatenate(given)  # (one series: no copy of it)
     extra = [x for x in (threshold, lower, upper, observed) if x is not None and np.isfinite(x)]
     lo_edge = float(min(allv.min(), *extra)) if extra else float(allv.min())
     hi_edge = float(max(allv.max(), *extra)) if extra else float(allv.max())
@@ -141,9 +142,10 @@ def _thinned(n: int) -> str:
 
 
 def over_time(ttft: tuple[Sequence[float], Sequence[float]], itl: tuple[Sequence[float], Sequence[float]],
-              decomposition: tuple[Sequence[float], Sequence[float]]) -> str:
+              decomposition: tuple[Sequence[float], Sequence[float]], *, itl_n: int | None = None) -> str:
     """Per run: TTFT per request and ITL per chunk against the run's clock (s), and each request's
-    E2E split into TTFT + (N-1) x TPOT (ms)."""
+    E2E split into TTFT + (N-1) x TPOT (ms). ``itl_n``: the ITL points are already the even selection
+    of this many gaps (:func:`_thin`'s)."""
     import numpy as np
 
     plt = _plt()
@@ -153,7 +155,7 @@ def over_time(ttft: tuple[Sequence[float], Sequence[float]], itl: tuple[Sequence
     ax1.set_xlabel("send time in run (s)")
     ax1.set_ylabel("ms")
     ax2.plot(*_thin(itl[0], itl[1]), ".", ms=2, color=GREEN, alpha=0.6)
-    ax2.set_title("ITL per chunk" + _thinned(len(itl[0])))
+    ax2.set_title("ITL per chunk" + _thinned(len(itl[0]) if itl_n is None else itl_n))
     ax2.set_xlabel("arrival time in run (s)")
     ax2.set_ylabel("ms")
     t, d = np.asarray(decomposition[0], float), np.asarray(decomposition[1], float)

@@ -1,0 +1,120 @@
+"""Issue 41's fast paths give the numbers of the general ones: the arrival order from the unstable
+sort where no two send times tie, the values themselves when already in arrival order, and a
+dependent quantile's bounds counted by binary search in the sorted values."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from pytest_perfgate import make_samples
+from pytest_perfgate.verdicts import blocked, dependence
+from pytest_perfgate.verdicts import bounds as stats
+from pytest_perfgate.verdicts.dependence import ORDER_CHUNK, Dependence, arrival_order, in_order
+
+
+def _times(kind: str, rng: np.random.Generator) -> np.ndarray:
+    n = 3 * ORDER_CHUNK // 2 if kind == "long" else 500
+    t = rng.random(n) * 100
+    if kind == "ties":
+        t = np.round(t, 1)  # many equal send times: the stable order decides
+    elif kind == "late tie":
+        t = np.sort(t)[::-1].copy()
+        t[-1] = t[-2]  # one tie, in the last chunk
+    elif kind == "nan":
+        t[7] = math.nan
+    elif kind == "sorted":
+        t.sort()
+    elif kind == "sorted ties":
+        t = np.sort(np.round(t))
+    elif kind == "long":
+        t[ORDER_CHUNK + 3] = t[11]  # a tie whose sorted neighbours straddle a chunk's end, maybe
+    return t
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties", "late tie", "nan", "sorted", "sorted ties", "long"])
+def test_arrival_order_is_the_stable_sort(kind: str) -> None:
+    t = _times(kind, np.random.default_rng(5))
+    assert np.array_equal(arrival_order(t), np.argsort(t, kind="stable"))
+    assert in_order(t) == bool(np.array_equal(np.argsort(t, kind="stable"), np.arange(t.size)))
+    v = np.random.default_rng(6).exponential(1.0, t.size)
+    d = make_samples(v, "s", sent=np.nan_to_num(t, nan=1.0))
+    want = v[np.argsort(np.nan_to_num(t, nan=1.0), kind="stable")]
+    assert np.array_equal(d.ordered(), want)
+    if kind.startswith("sorted"):
+        assert d.ordered() is d.values  # no copy
+    for few in ([], [3.0]):
+        assert np.array_equal(arrival_order(few), np.argsort(np.asarray(few), kind="stable")) and in_order(few)
+
+
+def _old_quantile_bounds(x: np.ndarray, q: float, c: float, dep: Dependence) -> stats.Bounds:
+    """blocked.quantile_bounds as it was: each count a pass over ``x``."""
+    n = int(x.size)
+    observed = stats.empirical_quantile(x, q)
+    s = np.sort(x[np.isfinite(x)])
+    upper_ok = lambda i: blocked._passes(n, int(np.count_nonzero(x >= s[i])), q, c, dep)  # noqa: E731
+    lower_fails = lambda i: not blocked._passes(n, int(np.count_nonzero(x <= s[i])), 1 - q, c, dep)  # noqa: E731
+    upper = float(s[blocked._first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
+    if math.isinf(upper) and s.size and not np.isinf(x).any() and blocked._passes(n, 0, q, c, dep):
+        upper = float(np.nextafter(s[-1], math.inf))
+    if math.isinf(upper) and s.size and blocked.far_limit(x, blocked.FAR * float(s[-1]), "max", dep) \
+            and blocked._passes(n, 0, q, c, blocked._far(dep)):
+        upper = blocked.FAR * float(s[-1])
+    j = blocked._first(s.size, lower_fails)
+    lower = float(s[j - 1]) if j > 0 else -math.inf
+    if j == 0 and s.size and not np.isinf(x).any() and blocked._passes(n, 0, 1 - q, c, dep):
+        lower = float(np.nextafter(s[0], -math.inf))
+    return stats.Bounds(observed, lower, upper, "order-statistic, dependence-adjusted")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
+def test_quantile_bounds_by_binary_search_are_the_counted_ones(seed: int, q: float) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(40, 4000))
+    x = np.round(rng.lognormal(0, 1, n), int(rng.integers(0, 3)))  # ties
+    if seed % 2:
+        x = blocked.censor(x, int(rng.integers(1, 30)))  # failed requests: +inf
+    if seed == 4:
+        x[:3] = -math.inf
+    dep = Dependence(int(x.size), block=int(rng.integers(2, 40)), method="blocks", tau=float(rng.uniform(1.2, 9.0)))
+    for d in (dep, replace(dep, far=2.0)):
+        assert blocked.quantile_bounds(x, q, 0.95, d) == _old_quantile_bounds(x, q, 0.95, d)
+
+
+def _old_centred_tau(y: np.ndarray, top: int) -> float:
+    """dependence.centred_tau as it was: batches of 64, 128, 256, ... lags."""
+    n = int(y.size)
+    c0 = float(np.dot(y, y)) / n if n else 0.0
+    if top < 1 or not c0 > 0:
+        return 1.0
+    acov, k, batch = [c0], 1, 64
+    while k <= top:
+        hi = min(top + 1, k + batch)
+        if hi > dependence.DIRECT_LAGS + 1:
+            return dependence.geyer_tau(dependence._acf(y, top))
+        acov += dependence._direct(y, k, hi)
+        k, batch = hi, batch * 2
+        rho = np.asarray(acov) / c0
+        pairs = rho[: 2 * (rho.size // 2)].reshape(-1, 2).sum(axis=1)
+        if (pairs <= 0).any():
+            break
+    return dependence.geyer_tau(np.asarray(acov) / c0)
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.3, 0.8, 0.95, 0.99, 0.999])
+@pytest.mark.parametrize("n", [50, 3000, 40_000])
+def test_tau_from_short_first_batches_is_the_same(phi: float, n: int) -> None:
+    rng = np.random.default_rng(int(phi * 1000) + n)
+    e = rng.normal(size=n)
+    x = np.empty(n)
+    x[0] = e[0]
+    for i in range(1, n):  # AR(1): tau from 1 to ~2000
+        x[i] = phi * x[i - 1] + e[i]
+    y = x - x.mean()
+    for top in (5, 20, 100, 448, 512, n // 4, n - 1):
+        top = min(top, n - 1)
+        assert dependence.centred_tau(y, top) == _old_centred_tau(y, top)
