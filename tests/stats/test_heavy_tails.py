@@ -147,3 +147,7 @@ def test_the_spread_raise_is_about_one_for_a_short_memory_and_grows_with_the_win
     s = blocked.for_quantile(short[0], 0.99, dp.estimate(short[0])).spread
     c = blocked.for_quantile(long[0], 0.95, dp.estimate(long[0])).spread
     assert 1.0 < s < 1.05 < 1.15 < c, (s, c)
+    # where it applies: tail quantiles of per-request times only (a median, and chunk gaps, keep the measured D)
+    d = dp.estimate(long[0])
+    assert blocked.for_quantile(long[0], 0.5, d).spread == 1.0
+    assert blocked.for_quantile(long[0], 0.95, d, sojourn=False).spread == 1.0
