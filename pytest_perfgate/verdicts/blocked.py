@@ -57,7 +57,8 @@ from .samples import ARRIVAL, Proportion
 Array = stats.Array
 MEAN_MULTIPLE = 3.0
 FAR = 2.0  # a limit >= FAR x the largest value is "far": decided on the tail's clustering ...
-FAR_MEMORY = 50.0  # ... when the run is >= FAR_MEMORY x its memory long (benchmarks/bench_level_shifts.py)
+FAR_MEMORY = 50.0  # ... when the run is >= FAR_MEMORY x its memory long at FAR (benchmarks/bench_level_shifts.py),
+FAR_MEMORY_MIN = 10.0  # ... less as the limit is farther (far_length), never under this (benchmarks/bench_far_limit.py)
 MIN_BLOCKS = 20
 HEAVY_SHARE = 0.25  # the heavy-tail raise applies to quantiles with at most this share beyond them
 
@@ -119,21 +120,32 @@ def for_quantile(x: Array, q: float, dep: Dependence, sojourn: bool = True) -> D
     shifted = dep.shifted and dep.shifts[-1] < x.size
     memory = dep.within if shifted else dep.tau
     tail_tau, tail_window = _within_indicator_tau(tail, dep.shifts) if shifted else indicator_tau_window(tail)
-    far = max(1.0, tail_tau) if x.size >= FAR_MEMORY * memory and q >= 0.5 else 0.0
+    far = max(1.0, tail_tau) if q >= 0.5 and x.size >= FAR_MEMORY_MIN * memory else 0.0
     index = jump_index(x if q >= 0.5 else -x)  # a min gate's tail is the low one: its jumps down
     tail_of_sojourns = sojourn and min(q, 1 - q) <= HEAVY_SHARE
     heavy = heavy_factor(index) if tail_of_sojourns else 1.0
     memory_window = dep.within_window if shifted else dep.window
     spread = spread_factor(tail_window if tail_tau >= memory else memory_window, int(x.size)) if tail_of_sojourns else 1.0
-    return replace(dep, tau=max(memory, tail_tau) * spread * heavy, far=far, shifts=dep.shifts if shifted else (),
-                   heavy=heavy, tail_index=index, spread=spread)
+    return replace(dep, tau=max(memory, tail_tau) * spread * heavy, far=far, far_span=x.size / max(memory, 1.0),
+                   shifts=dep.shifts if shifted else (), heavy=heavy, tail_index=index, spread=spread)
+
+
+def far_length(ratio: float) -> float:
+    """How many memories long a run must be for a ``max`` limit ``ratio`` times its largest value to
+    be decided on the tail's clustering: :data:`FAR_MEMORY` at :data:`FAR`, falling as
+    ``sqrt(FAR / ratio)`` (a quiet stretch of a long-memory queue sits under half its P99 far more
+    often than under a tenth), never under :data:`FAR_MEMORY_MIN` (benchmarks/bench_far_limit.py)."""
+    return max(FAR_MEMORY_MIN, FAR_MEMORY * math.sqrt(FAR / ratio)) if ratio > 0 else math.inf
 
 
 def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:
     """A ``max`` limit at least :data:`FAR` times every value of a run long against its memory
-    (``dep.far`` set): its pass is decided on the tail's own clustering (``D = dep.far``)."""
-    return (direction == "max" and dep.far > 0 and x.size > 0 and bool(np.isfinite(x).all())
-            and float(x.max()) > 0 and thr >= FAR * float(x.max()))
+    (:func:`far_length` of how far the limit is): its pass is decided on the tail's own clustering
+    (``D = dep.far``)."""
+    if not (direction == "max" and dep.far > 0 and x.size > 0 and bool(np.isfinite(x).all())):
+        return False
+    top = float(x.max())
+    return top > 0 and thr >= FAR * top and dep.far_span >= far_length(thr / top)
 
 
 def _within_indicator_tau(hit: np.ndarray, cuts: tuple[int, ...]) -> tuple[float, int]:

@@ -65,6 +65,7 @@ class Dependence:
     shifts: tuple[int, ...] = ()  # level shifts (first request of each new segment, arrival order)
     within: float = 1.0  # tau within the segments (when ``shifts``): the memory the shifts leave
     far: float = 0.0  # D for a limit far beyond every value (blocked.for_quantile; 0: none)
+    far_span: float = 0.0  # ... and the run's length in memories (n / memory) that rule asks of (blocked.far_length)
     heavy: float = 1.0  # D raised this much for a heavy-tailed run (blocked.for_quantile, :func:`heavy_factor`)
     tail_index: float = math.inf  # the tail index of the run's upward jumps (:func:`jump_index`)
     window: int = 0  # the lag at which Geyer's sequence for ``tau`` stopped (its summation window M)

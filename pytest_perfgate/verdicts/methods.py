@@ -242,13 +242,15 @@ class QuantileMethod(kinds.QuantileKind, Method):
             if math.isfinite(chance):
                 details["needed_chance"] = round(chance, 3)
         cost, what = "", (("chunk gaps", "gap") if d.label == "itl" else ("requests", "request"))  # ITL: one sample a gap
+        far = outcome == "pass" and gate.direction is not None and gate.threshold is not None \
+            and blocked.far_limit(x, gate.threshold.base, gate.direction, dep)
         if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
             fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
-            cost = f"a {gate.statistic.text} pass needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
-        if outcome == "pass" and gate.direction is not None and gate.threshold is not None \
-                and blocked.far_limit(x, gate.threshold.base, gate.direction, dep):
+            near = f" at a limit under {blocked.FAR:g}x the largest value" if far else ""
+            cost = f"a {gate.statistic.text} pass{near} needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
+        if far and gate.threshold is not None:
             details["far_limit_tau"] = float(dep.far)
-            note = "; ".join(v for v in (note, far_note(dep, what)) if v)
+            note = "; ".join(v for v in (note, far_note(dep, what, gate.threshold.base / float(np.max(x)))) if v)
         if floor:
             note = "; ".join(v for v in (note, floor) if v)
         if dep.shifted:
@@ -258,11 +260,13 @@ class QuantileMethod(kinds.QuantileKind, Method):
                         dependence_note(note, dep, cost, what), details)
 
 
-def far_note(dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:
-    """Why a limit far beyond every value passes on the tail's clustering, and what that assumes."""
-    return (f"the limit is >= {blocked.FAR:g}x every value: decided on how the run's slowest {what[0]} cluster "
-            f"(D {dep.far:.3g}), not on the memory of its bulk; the run is >= "
-            f"{blocked.FAR_MEMORY:g}x its memory long, and assumes no excursion to the limit that it never showed")
+def far_note(dep: Dependence, what: tuple[str, str] = ("requests", "request"), ratio: float = blocked.FAR) -> str:
+    """Why a limit far beyond every value passes on the tail's clustering, and what that assumes;
+    ``ratio``: the limit over the run's largest value."""
+    return (f"the limit is >= {blocked.FAR:g}x every value ({ratio:.3g}x the largest): decided on how the run's "
+            f"slowest {what[0]} cluster (D {dep.far:.3g}), not on the memory of its bulk; the run is "
+            f"{dep.far_span:.3g}x its memory long (>= {blocked.far_length(ratio):.3g}x needed this far from the limit), "
+            f"and assumes no excursion to the limit that it never showed")
 
 
 def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:

@@ -81,7 +81,7 @@ def test_quantile_bounds_by_binary_search_are_the_counted_ones(seed: int, q: flo
     if seed == 4:
         x[:3] = -math.inf
     dep = Dependence(int(x.size), block=int(rng.integers(2, 40)), method="blocks", tau=float(rng.uniform(1.2, 9.0)))
-    for d in (dep, replace(dep, far=2.0)):
+    for d in (dep, replace(dep, far=2.0, far_span=60.0)):
         assert blocked.quantile_bounds(x, q, 0.95, d) == _old_quantile_bounds(x, q, 0.95, d)
 
 
