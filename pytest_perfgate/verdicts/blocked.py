@@ -138,6 +138,14 @@ def far_length(ratio: float) -> float:
     return max(FAR_MEMORY_MIN, FAR_MEMORY * math.sqrt(FAR / ratio)) if ratio > 0 else math.inf
 
 
+def far_ratio(span: float) -> float:
+    """The nearest limit, as a multiple of the run's largest value, that a run ``span`` memories long
+    may decide on the far rule (the inverse of :func:`far_length`; ``inf`` under :data:`FAR_MEMORY_MIN`)."""
+    if not span >= FAR_MEMORY_MIN:
+        return math.inf
+    return max(FAR, FAR * (FAR_MEMORY / span) ** 2 * (1 + 1e-12))  # a hair over: far_length(it) <= span
+
+
 def far_limit(x: Array, thr: float, direction: str, dep: Dependence) -> bool:
     """A ``max`` limit at least :data:`FAR` times every value of a run long against its memory
     (:func:`far_length` of how far the limit is): its pass is decided on the tail's own clustering
@@ -254,8 +262,9 @@ def quantile_bounds(x: Array, q: float, c: float, dep: Dependence) -> stats.Boun
     upper = float(s[_first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
     if math.isinf(upper) and s.size and not np.isinf(x).any() and _passes(n, 0, q, c, dep):
         upper = float(np.nextafter(s[-1], math.inf))  # no observed value passes, but any limit above them all does
-    if math.isinf(upper) and s.size and far_limit(x, FAR * float(s[-1]), "max", dep) and _passes(n, 0, q, c, _far(dep)):
-        upper = FAR * float(s[-1])  # a far limit passes (far_limit): the smallest is FAR x the largest value
+    far = far_ratio(dep.far_span) * float(s[-1]) if s.size else math.inf  # the nearest limit the far rule takes
+    if math.isinf(upper) and math.isfinite(far) and far_limit(x, far, "max", dep) and _passes(n, 0, q, c, _far(dep)):
+        upper = far  # a far limit passes (far_limit): the smallest is far_ratio x the largest value
     j = _first(s.size, lower_fails)
     lower = float(s[j - 1]) if j > 0 else -math.inf
     if j == 0 and s.size and not np.isinf(x).any() and _passes(n, 0, 1 - q, c, dep):

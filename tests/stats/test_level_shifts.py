@@ -150,6 +150,7 @@ def test_a_recorded_first_contact_tpot_passes_once_the_far_rule_can_decide(th: T
     assert verdict.outcome == "pass", verdict.note
     print(f"NOTE {verdict.note}")
     assert "x the largest" in verdict.note and "its memory long" in verdict.note
+    assert verdict.upper is not None and tpot[:3200].max() < verdict.upper <= 2.0  # bounds agree with the pass
     dep = blocked.for_quantile(tpot[:3200], 0.99, dp.estimate(tpot[:3200]))
     assert dep.far_span < blocked.FAR_MEMORY <= blocked.far_length(blocked.FAR)  # the old guard refused it
 

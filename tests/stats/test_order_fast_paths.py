@@ -60,9 +60,10 @@ def _old_quantile_bounds(x: np.ndarray, q: float, c: float, dep: Dependence) -> 
     upper = float(s[blocked._first(s.size, upper_ok)]) if s.size and upper_ok(s.size - 1) else math.inf
     if math.isinf(upper) and s.size and not np.isinf(x).any() and blocked._passes(n, 0, q, c, dep):
         upper = float(np.nextafter(s[-1], math.inf))
-    if math.isinf(upper) and s.size and blocked.far_limit(x, blocked.FAR * float(s[-1]), "max", dep) \
+    far = blocked.far_ratio(dep.far_span) * float(s[-1]) if s.size else math.inf
+    if math.isinf(upper) and math.isfinite(far) and blocked.far_limit(x, far, "max", dep) \
             and blocked._passes(n, 0, q, c, blocked._far(dep)):
-        upper = blocked.FAR * float(s[-1])
+        upper = far
     j = blocked._first(s.size, lower_fails)
     lower = float(s[j - 1]) if j > 0 else -math.inf
     if j == 0 and s.size and not np.isinf(x).any() and blocked._passes(n, 0, 1 - q, c, dep):
@@ -81,7 +82,7 @@ def test_quantile_bounds_by_binary_search_are_the_counted_ones(seed: int, q: flo
     if seed == 4:
         x[:3] = -math.inf
     dep = Dependence(int(x.size), block=int(rng.integers(2, 40)), method="blocks", tau=float(rng.uniform(1.2, 9.0)))
-    for d in (dep, replace(dep, far=2.0, far_span=60.0)):
+    for d in (dep, replace(dep, far=2.0, far_span=60.0), replace(dep, far=2.0, far_span=20.0)):
         assert blocked.quantile_bounds(x, q, 0.95, d) == _old_quantile_bounds(x, q, 0.95, d)
 
 
