@@ -246,7 +246,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
             and blocked.far_limit(x, gate.threshold.base, gate.direction, dep)
         if dep.dependent and gate.direction is not None:  # what dependence costs: the fewest requests to pass
             fewest = stats.early_stopping_min_samples(q if gate.direction == "max" else 1 - q, c, 0)
-            near = f" at a limit under {blocked.FAR:g}x the largest value" if far else ""
+            near = f" at a limit under {blocked.far_ratio(dep.far_span):.3g}x the largest value" if far else ""
             cost = f"a {gate.statistic.text} pass{near} needs >= ~{dep.scale(fewest):,} {what[0]} at this dependence"
         if far and gate.threshold is not None:
             details["far_limit_tau"] = float(dep.far)
