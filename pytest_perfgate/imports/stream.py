@@ -35,17 +35,6 @@ _CUT = {NUMBERS: (b",", 0), ROWS: (b"],", 1), STRINGS: (b'",', 1)}  # (what to f
 _WS = b" \t\r\n"
 
 
-def trim_heap() -> None:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere):
-    a 1M-request file's decoded pieces leave ~250 MB of freed small blocks that RSS keeps otherwise."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 class Malformed(ValueError):
     """The document is not what the fast path reads (the caller reads it the old way, which says why)."""
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..load import plausible
 from ..load.columns import NONE, RequestColumns
+from ..runtime.heap import trim_heap
 from ..runtime.redaction import clean
 from . import jsondoc as j
 from . import stream
@@ -113,7 +114,7 @@ def read(path: Path) -> tuple[dict[str, Any], RequestColumns] | None:
         return None
     out = _columns(got)
     del got
-    stream.trim_heap()  # the pieces' freed blocks (~250 MB at 1M requests) back to the system
+    trim_heap()  # the pieces' freed blocks (~250 MB at 1M requests) back to the system
     return out
 
 

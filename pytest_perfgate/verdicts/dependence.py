@@ -27,7 +27,6 @@ API (stable; :mod:`pytest_perfgate.load` and the comparison gates use it too)::
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,10 +34,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special as spc
 from scipy import stats as sps
 
 from . import shifts as level_shifts
+from .ranks import normal_scores
 
 Array = npt.NDArray[np.float64]
 
@@ -209,47 +208,6 @@ def in_order(send_times: Any) -> bool:
     return True
 
 
-def normal_scores(x: Array) -> Array:
-    """Van der Waerden scores of ``x`` (average ranks of ties): a transform no tail can dominate.
-    Computed in place in the ranks' array (the same numbers as ``ndtri(rankdata(x) / (n + 1))``)."""
-    x = np.asarray(x, dtype=np.float64).ravel()
-    r = average_ranks(x) if x.size and not math.isnan(float(x.min())) else np.asarray(sps.rankdata(x), dtype=np.float64)
-    np.divide(r, x.size + 1.0, out=r)
-    return np.asarray(spc.ndtri(r, out=r), dtype=np.float64)
-
-
-RANK_CHUNK = 1 << 20  # sorted positions ranked at a time by :func:`average_ranks`
-
-
-def average_ranks(x: Array) -> Array:
-    """The average ranks of ``x`` (1-based, ties share the mean of their ranks; no NaN): scipy's
-    ``rankdata(x)``, number for number (every rank is a whole or half integer, exact in float64),
-    with one argsort index and the ranks as the only full-size arrays (rankdata held ~6: 1.5 GB
-    for a 31M-gap ITL run). A tie group is found in chunks of sorted positions, the one that
-    crosses a chunk's end by a binary search beyond it."""
-    n = int(x.size)
-    order = np.argsort(x)  # any sort: ties get their group's mean rank whatever their order
-    r = np.empty(n, dtype=np.float64)
-    start = 0  # the first sorted position of the tie group the next chunk opens in
-    for a in range(0, n, RANK_CHUNK):
-        b = min(n, a + RANK_CHUNK)
-        idx = order[a:b]
-        v = x[idx]
-        pos = np.arange(a, b, dtype=np.int64)
-        new = np.empty(b - a, dtype=bool)  # a sorted position that opens a tie group
-        new[0] = a == 0 or bool(v[0] != x[order[a - 1]])
-        np.not_equal(v[1:], v[:-1], out=new[1:])
-        first = np.maximum.accumulate(np.where(new, pos, start))
-        ends = np.where(np.append(new[1:], True), pos + 1, n)  # the group's end (exclusive) where it closes
-        top = float(v[-1])
-        if b < n and float(x[order[b]]) == top:  # the last group runs on past this chunk
-            ends[-1] = b + bisect.bisect_left(range(b, n), True, key=lambda p: bool(x[order[p]] != top))
-        end = np.minimum.accumulate(ends[::-1])[::-1]
-        r[idx] = 0.5 * (first + end + 1)
-        start = int(first[-1])
-    return r
-
-
 def autocorrelation(x: Array, lags: int) -> Array:
     """Sample autocorrelations at lags 0..lags (biased estimator, FFT)."""
     return _acf(x - x.mean(), lags)
@@ -398,17 +356,38 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shif
     n = int(x.size)
     if n < MIN_N or np.ptp(x) == 0:
         return Dependence(n)
-    s = normal_scores(x)
-    y = s - s.mean()  # the centred scores: the detection test's and tau's (one copy for both)
+    s = normal_scores(x)  # in one full-size array (the argsort index's)
+    means = None  # a long run's level-shift search: on block means of the scores (taken before centring)
+    if n > level_shifts.THIN:
+        means = level_shifts.thin_means(s) if shifts else None
+        s -= s.mean()  # centred in place: the same numbers as ``s - s.mean()``, no second copy
+        y = s
+    else:
+        y = s - s.mean()  # the centred scores: the detection test's and tau's (one copy for both)
     if not detected(centred_autocorrelations(y, min(n - 1, MAX_LAG)), n):
         return Dependence(n)
     tau, window = centred_tau_window(y, min(n - 1, max(2 * MAX_LAG, n // 4)))  # tau_of(s)
     del y
     b = max(int(math.ceil(MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
-    found = level_shifts.find(s, tau, tau_of) if shifts else None
+    if not shifts:
+        return Dependence(n, min(b, n), BLOCKS, tau, window=window)
+    if means is not None:
+        del s
+        remade: list[Array] = []  # the uncentred scores made again (the same numbers), only where shifts are found
+
+        def scores() -> Array:
+            if not remade:
+                remade.append(normal_scores(x))
+            return remade[0]
+
+        found = level_shifts.find_thinned(means, n, tau, tau_of, scores)
+    else:
+        found = level_shifts.find(s, tau, tau_of)
+        remade = [s]
+        del s
     if found is None:
         return Dependence(n, min(b, n), BLOCKS, tau, window=window)
-    r = level_shifts.residual(s, found.cuts)
+    r = level_shifts.residual(remade.pop() if remade else normal_scores(x), found.cuts)
     r -= r.mean()
     _, inside = centred_tau_window(r, min(n - 1, max(2 * MAX_LAG, n // 4)))  # the window of found.tau
     return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau), window=window, within_window=inside)
@@ -419,6 +398,7 @@ HEAVY_POWER = 1.5  # ... by ((HEAVY - 1) / (index - 1)) ** HEAVY_POWER (tuned by
 HEAVY_MAX = 16.0  # at most (an index near 1: the run cannot bound its own dependence)
 JUMP_SHARE = 0.02  # the Hill estimate's top share of the jumps (at least JUMP_MIN of them)
 JUMP_MIN = 10
+JUMP_CHUNK = 1 << 20  # differences taken at a time by :func:`jump_index`
 JUMP_XI = 0.15  # ... and only when the moment estimator of the same jumps finds a heavy tail (index <= 1 / JUMP_XI)
 
 
@@ -433,8 +413,8 @@ def jump_index(x: Array) -> float:
     del fin
     k = max(JUMP_MIN, int(JUMP_SHARE * v.size))
     top, jumps = np.zeros(0), 0  # the k + 1 largest positive jumps so far, and how many there were
-    for a in range(0, max(0, v.size - 1), RANK_CHUNK):  # in chunks: no full-size diff
-        d = np.diff(v[a: a + RANK_CHUNK + 1])
+    for a in range(0, max(0, v.size - 1), JUMP_CHUNK):  # in chunks: no full-size diff
+        d = np.diff(v[a: a + JUMP_CHUNK + 1])
         d = d[d > 0]
         jumps += d.size
         top = np.concatenate([top, d])

@@ -98,18 +98,33 @@ def find(scores: Array, tau_run: float, tau_of: Callable[[Array], float]) -> Shi
     one tau estimator, :func:`.dependence.tau_of`)."""
     n = int(scores.size)
     if n > THIN:  # a long run (an ITL's gaps): the search on means of g consecutive scores (its cost)
-        g = -(-n // THIN)
-        m = n // g
-        found = _search(scores[: m * g].reshape(m, g).mean(axis=1), tau_run / g, tau_of)
-        if found is None:
-            return None
-        cuts = tuple(c * g for c in found.cuts)
-        tau = tau_of(residual(scores, cuts))
-        return Shifts(cuts, tau) if _segments_ok(cuts, n, tau) else None
+        return find_thinned(thin_means(scores), n, tau_run, tau_of, lambda: scores)
     return _search(scores, tau_run, tau_of)
 
 
 THIN = 20_000  # runs longer than this are searched on block means
+
+
+def thin_means(scores: Array) -> Array:
+    """The means of ``g = ceil(n / THIN)`` consecutive scores that :func:`find` searches a run longer
+    than :data:`THIN` on (a caller may take them, then centre its scores in place)."""
+    n = int(scores.size)
+    g = -(-n // THIN)
+    m = n // g
+    return np.asarray(scores[: m * g].reshape(m, g).mean(axis=1), dtype=np.float64)
+
+
+def find_thinned(means: Array, n: int, tau_run: float, tau_of: Callable[[Array], float],
+                 scores: Callable[[], Array]) -> Shifts | None:
+    """:func:`find` of a run of ``n > THIN`` scores from their :func:`thin_means`; ``scores`` makes
+    the scores themselves, asked for only when the search finds shifts (the residual's tau)."""
+    g = -(-n // THIN)
+    found = _search(means, tau_run / g, tau_of)
+    if found is None:
+        return None
+    cuts = tuple(c * g for c in found.cuts)
+    tau = tau_of(residual(scores(), cuts))
+    return Shifts(cuts, tau) if _segments_ok(cuts, n, tau) else None
 
 
 def _segments_ok(cuts: tuple[int, ...], n: int, tau: float) -> bool:

@@ -209,11 +209,12 @@ def test_tau_by_dot_products_equals_the_fft_one_and_stays_small() -> None:
     of a 3.1M-gap ITL run (a 100k-request bench file) took ~400 MB; `perfgate gate` on that file
     peaked at 871 MB, now 610 MB (benchmarks/bench_import.py)."""
     from pytest_perfgate.verdicts import dependence as dp
+    from pytest_perfgate.verdicts import ranks
 
     rng = np.random.default_rng(9)
     for rho, n in ((0.3, 2000), (0.7, 3000), (0.95, 5000)):
         v, _ = queues.mm1(rng, 3, n, rho)
         for x in v:
-            for series, top in ((dp.normal_scores(x), None), ((x >= np.quantile(x, 0.99)).astype(float), n // 4)):
+            for series, top in ((ranks.normal_scores(x), None), ((x >= np.quantile(x, 0.99)).astype(float), n // 4)):
                 full = dp.geyer_tau(dp.autocorrelation(series, min(n - 1, top or max(20, n // 4))))
                 assert dp.tau_of(series, top) == pytest.approx(full, rel=1e-9)

@@ -1,6 +1,7 @@
 """Issue 41's fast paths give the numbers of the general ones: the arrival order from the unstable
 sort where no two send times tie, the values themselves when already in arrival order, and a
-dependent quantile's bounds counted by binary search in the sorted values."""
+dependent quantile's bounds counted by binary search in the sorted values; the doubled int32 ranks
+and the dependence estimate made from them give the float64 rankdata's numbers."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from scipy import special as spc
+from scipy import stats as sps
 
 from pytest_perfgate import make_samples
-from pytest_perfgate.verdicts import blocked, dependence
+from pytest_perfgate.verdicts import blocked, dependence, ranks
 from pytest_perfgate.verdicts import bounds as stats
+from pytest_perfgate.verdicts import shifts as level_shifts
 from pytest_perfgate.verdicts.dependence import ORDER_CHUNK, Dependence, arrival_order, in_order
 
 
@@ -119,3 +123,83 @@ def test_tau_from_short_first_batches_is_the_same(phi: float, n: int) -> None:
     for top in (5, 20, 100, 448, 512, n // 4, n - 1):
         top = min(top, n - 1)
         assert dependence.centred_tau(y, top) == _old_centred_tau(y, top)
+
+
+def _tied(kind: str, rng: np.random.Generator) -> np.ndarray:
+    n = 5000
+    x = rng.lognormal(0, 1, n)
+    if kind == "ties":
+        x = np.round(x, 1)  # many ties
+    elif kind == "one value":
+        x = np.full(n, 2.5)
+    elif kind == "inf":
+        x = np.round(x, 2)
+        x[rng.integers(0, n, 40)] = math.inf  # censored requests: one tie group at the top
+        x[:3] = -math.inf
+    elif kind == "two values":
+        x = (x > 1.0).astype(np.float64)
+    return x
+
+
+@pytest.mark.parametrize("chunk", [7, 1000, ranks.RANK_CHUNK])
+@pytest.mark.parametrize("kind", ["distinct", "ties", "one value", "inf", "two values"])
+def test_doubled_ranks_are_rankdata(kind: str, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 x scipy's average ranks, integer for integer (tie groups across chunk ends included), and
+    the normal scores made from them are ndtri(rankdata / (n + 1)), bit for bit."""
+    monkeypatch.setattr(ranks, "RANK_CHUNK", chunk)
+    x = _tied(kind, np.random.default_rng(len(kind) + chunk))
+    d = ranks.doubled_ranks(x)
+    assert d.dtype == np.int32
+    want = sps.rankdata(x)
+    assert np.array_equal(d, (want * 2).astype(np.int64))
+    assert np.array_equal(ranks.average_ranks(x), want)
+    old = spc.ndtri(want / (x.size + 1.0))
+    assert np.array_equal(ranks.scores_of(d, int(x.size)), old)
+    assert np.array_equal(ranks.normal_scores(x), old)
+    assert ranks.doubled_ranks(np.zeros(0)).size == 0
+
+
+def _old_estimate(x: np.ndarray) -> Dependence:
+    """dependence.estimate as it was: float64 rankdata scores and their centred copy side by side."""
+    n = int(x.size)
+    if n < dependence.MIN_N or np.ptp(x) == 0:
+        return Dependence(n)
+    s = spc.ndtri(sps.rankdata(x) / (n + 1.0))
+    y = s - s.mean()
+    if not dependence.detected(dependence.centred_autocorrelations(y, min(n - 1, dependence.MAX_LAG)), n):
+        return Dependence(n)
+    top = min(n - 1, max(2 * dependence.MAX_LAG, n // 4))
+    tau, window = dependence.centred_tau_window(y, top)
+    b = max(int(math.ceil(dependence.MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
+    found = level_shifts.find(s, tau, dependence.tau_of)
+    if found is None:
+        return Dependence(n, min(b, n), dependence.BLOCKS, tau, window=window)
+    r = level_shifts.residual(s, found.cuts)
+    _, inside = dependence.centred_tau_window(r - r.mean(), top)
+    return Dependence(n, min(b, n), dependence.BLOCKS, tau, found.cuts, max(1.0, found.tau), window=window,
+                      within_window=inside)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_estimate_from_int32_ranks_is_the_old_one(seed: int) -> None:
+    """The estimate's scores centred in place and remade from the doubled ranks for the level-shift
+    search: every number of the old estimate (shifted runs, ties, censored +inf, send times)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(200, 30_000))
+    x = np.empty(n)
+    x[0] = 0.0
+    e = rng.exponential(1.0, n)
+    for i in range(1, n):  # a queue-like memory
+        x[i] = max(0.0, x[i - 1] + e[i] - 1.1)
+    if seed % 2:  # level shifts: a CPU changing its clock
+        x += np.repeat(rng.uniform(0, 20, 4), -(-n // 4))[:n]
+    x = np.round(x, int(rng.integers(0, 3)))
+    if seed % 3 == 0:
+        x = blocked.censor(x, int(rng.integers(1, 30)))  # failed requests appended: +inf
+        n = int(x.size)
+    got, want = dependence.estimate(x), _old_estimate(x)
+    assert got == want
+    p = rng.permutation(n)
+    assert dependence.estimate(x[p], send_times=p.astype(np.float64)) == want  # put back in arrival order
+    t = np.round(rng.random(n) * n / 10)  # tied send times: the stable order
+    assert dependence.estimate(x, send_times=t) == _old_estimate(x[np.argsort(t, kind="stable")])
