@@ -27,8 +27,9 @@ API (stable; :mod:`pytest_perfgate.load` and the comparison gates use it too)::
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -371,23 +372,16 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shif
     b = max(int(math.ceil(MULTIPLE * tau)), int(math.ceil(n ** (1 / 3))), 2)
     if not shifts:
         return Dependence(n, min(b, n), BLOCKS, tau, window=window)
-    if means is not None:
-        del s
-        remade: list[Array] = []  # the uncentred scores made again (the same numbers), only where shifts are found
-
-        def scores() -> Array:
-            if not remade:
-                remade.append(normal_scores(x))
-            return remade[0]
-
-        found = level_shifts.find_thinned(means, n, tau, tau_of, scores)
-    else:
+    if means is None:
         found = level_shifts.find(s, tau, tau_of)
-        remade = [s]
+        uncentred: Callable[[], Array] = lambda: s  # noqa: E731
+    else:  # s was centred in place: the uncentred scores made again (the same numbers), only where shifts are found
         del s
+        uncentred = functools.cache(lambda: normal_scores(x))
+        found = level_shifts.find_thinned(means, n, tau, tau_of, uncentred)
     if found is None:
         return Dependence(n, min(b, n), BLOCKS, tau, window=window)
-    r = level_shifts.residual(remade.pop() if remade else normal_scores(x), found.cuts)
+    r = level_shifts.residual(uncentred(), found.cuts)
     r -= r.mean()
     _, inside = centred_tau_window(r, min(n - 1, max(2 * MAX_LAG, n // 4)))  # the window of found.tau
     return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau), window=window, within_window=inside)
