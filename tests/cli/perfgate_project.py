@@ -94,7 +94,11 @@ def reqs(n, ttft=None):
 
 @pytest.mark.gate("ttft", "itl", "acceptance")
 def test_latency(perfgate, engine):
-    run = run_load(engine, reqs(100), LoadConfig(num_requests=100, warmup=2))
+    # 200: a busy machine's bursts make the TTFTs cluster (CI of stop 49: the regressed run's p50, 25x
+    # the baseline's, was not shown worse from 100); 200 keep each run's own p50 bounds at 97.5% even
+    # where ~25 requests carry one independent request's information (one at a time: 4 in flight
+    # doubled the ITL gaps a busy machine adds, and the ITL gate compares at a 50% tolerance)
+    run = run_load(engine, reqs(200), LoadConfig(num_requests=200, warmup=2))
     perfgate.evaluate(run, "itl")
     perfgate.evaluate(run, "acceptance")
     perfgate.check(run, "ttft")
