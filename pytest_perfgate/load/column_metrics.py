@@ -136,7 +136,7 @@ def metric(c: RequestColumns, name: str) -> Any:
             return None
         values /= 1e9  # in place: the same float64 division as ``x / 1e9``
         sent /= 1e9
-        return make_samples(values, "s", label=name, sent=sent)
+        return make_samples(values, "s", label=name, sent=sent, copy=False)  # its own arrays: no copy
     return None
 
 

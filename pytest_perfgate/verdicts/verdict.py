@@ -23,7 +23,17 @@ from .comparison import evaluate_compare
 from .methods import Estimate, QuantileMethod, comparison_for, method_for
 from .record import NUMBERS, VerdictRecord, nonfinite
 from .rules import check_dimension, data_dimension, display_unit, resolve_confidence, uncensored_note, unmeasured_unit
-from .samples import Data, Proportion, RequestCounts, RequestRun, SampleError, Samples, as_data, pooled_requests
+from .samples import (
+    Data,
+    Proportion,
+    RequestCounts,
+    RequestRun,
+    SampleError,
+    Samples,
+    arrival_data,
+    as_data,
+    pooled_requests,
+)
 
 
 @dataclass(frozen=True)
@@ -277,7 +287,10 @@ def evaluate(
         v, curve = _decided_by_data(gate, data, c)
         return replace(_finish(gate, v, _fallback_info(gate, thresholds)), curve=curve)
     else:
-        d = as_data(data, gate.metric, label=gate.name)
+        # a quantile reads its values as a set or in arrival order (Samples.ordered): a run's samples
+        # put in arrival order decide it the same, without an ordered copy beside them (issue 41)
+        made = arrival_data if isinstance(method_for(gate.statistic.kind), QuantileMethod) else as_data
+        d = made(data, gate.metric, label=gate.name)
         v = _evaluate_single(gate, d, c)
         counts = request_counts(data)
         if counts is not None and counts.failed and counts_requests(gate):  # the error-rate gate names the causes
