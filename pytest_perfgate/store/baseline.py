@@ -32,6 +32,7 @@ from . import backend, history
 
 if TYPE_CHECKING:
     from ..config import Gate, Thresholds
+    from ..verdicts.regression import QuantileShift
     from ..verdicts.verdict import Verdict
 
 SMALLER_IS_BETTER_DIMENSIONS = ("time", "bytes")
@@ -233,7 +234,7 @@ class _Shift:
     """A quantile gate's comparison: the permutation test, and what the two runs' own bounds (at
     ``1 - (1 - c) / 2`` each, each widened by its own dependence, the permutation test's taus) show."""
 
-    test: Any  # verdicts.regression.QuantileShift
+    test: QuantileShift
     shown: bool  # the bounds' ratio beyond the factor: worse beyond the tolerance
     ruled_out: bool  # the bounds' other ratio within it
 
@@ -245,7 +246,7 @@ def _quantile_shift(gate: Gate, current: Any, baseline: Any, factor: float, sib:
     2 samples a run)."""
     from ..verdicts.blocked import for_quantile, quantile_bounds
     from ..verdicts.dependence import estimate
-    from ..verdicts.regression import quantile_shift_test
+    from ..verdicts.regression import PERMUTATIONS, quantile_shift_test
     from ..verdicts.samples import Samples, as_data
 
     st = gate.statistic
@@ -262,7 +263,7 @@ def _quantile_shift(gate: Gate, current: Any, baseline: Any, factor: float, sib:
             for x, d in zip(xs, (cur, ref), strict=True)]
     test = quantile_shift_test(xs[0], xs[1], st.q, factor, larger_is_worse=sib,
                                taus=(deps[0].per_independent, deps[1].per_independent),
-                               **({} if permutations is None else {"permutations": permutations}))
+                               permutations=PERMUTATIONS if permutations is None else permutations)
     bc, bb = (quantile_bounds(x, st.q, c2, dep) for x, dep in zip(xs, deps, strict=True))
     shown = bc.lower > factor * bb.upper if sib else bc.upper < factor * bb.lower
     ruled_out = bc.upper <= factor * bb.lower if sib else bc.lower >= factor * bb.upper
