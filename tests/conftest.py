@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import _pytest.pytester
@@ -105,3 +107,31 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         return
     if SKIPPED:
         terminalreporter.write_line(f"{NO_SERVER}: {len(SKIPPED)} tests skipped", red=True, bold=True)
+
+
+# `scripts/test.sh` runs these tests on two pytest-xdist workers (--dist loadgroup): the seeded
+# simulations (most of the suite's CPU time) on either, while everything that holds a machine-wide
+# resource runs one at a time on one worker: real vLLM engines and servers (each takes every core and
+# ~2 GB; the generated-model cache), PostgreSQL, Ray, torchrun's rendezvous, network namespaces,
+# Chromium, the peer tools, `transformers serve`, and the folders that start or kill such processes.
+EXCLUSIVE_FOLDERS = frozenset({"engines", "reliability", "preflight", "distributed", "suite", "models", "memory",
+                               "vision", "cli", "ci"})
+EXCLUSIVE_WORDS = re.compile(r"needs_engine|vllm|postgres|\bray\b|torchrun|netns|chromium|transformers|guidellm|aiperf|"
+                             r"inference.perf")
+
+
+def _exclusive(path: Path, seen: dict[Path, bool]) -> bool:
+    if path not in seen:
+        try:
+            folder = path.relative_to(Path(__file__).parent).parts[0]
+            seen[path] = folder in EXCLUSIVE_FOLDERS or bool(EXCLUSIVE_WORDS.search(path.read_text()))
+        except (ValueError, OSError):  # outside this folder (a copy of this conftest), or no source
+            seen[path] = True
+    return seen[path]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    seen: dict[Path, bool] = {}
+    for item in items:
+        if _exclusive(item.path, seen):
+            item.add_marker(pytest.mark.xdist_group("exclusive"))

@@ -154,8 +154,12 @@ def requests_to_decide(succ: Array, trials: Array, c: float, thr: float) -> int 
         return None
     over = p > thr
 
+    # the bound clears thr exactly when every candidate rate between it and the far end of the search
+    # is shown (_edge's first failing candidate lies beyond thr): one grid of rates, not _edge's rounds
+    far = np.linspace(0.0, thr, _GRID) if over else np.linspace(thr, 1.0, _GRID)
+
     def decided(m: int) -> bool:
-        b = _edge(s, t, c, "above" if over else "below", p, size=m)
-        return b > thr if over else b < thr
+        lb, ub, _ = _residual_bounds(s, t, far, c, m)
+        return bool((lb > 0).all()) if over else bool((ub < 0).all())
 
     return stats._search(int(s.size), decided)

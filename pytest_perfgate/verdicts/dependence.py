@@ -230,11 +230,17 @@ def _direct(y: Array, lo: int, hi: int) -> list[float]:
     """Autocovariances of the centred ``y`` at lags lo..hi-1 (biased, as :func:`autocorrelation`),
     by dot products: no copy of ``y`` (an FFT of a 3.1M-gap ITL run took ~400 MB)."""
     n = y.size
-    if n > THREADED:  # one thread: einsum's loop (OpenBLAS threads a ddot past 10,000 elements, and on a
-        # busy 2-core machine each threaded call waited for a time slice: 64 lags of 20,000 scores took
-        # 1.3 s instead of 0.3 ms; its sum also depended on the thread count, einsum's does not)
-        return [float(np.einsum("i,i->", y[: n - k], y[k:])) / n for k in range(lo, hi)]
-    return [float(np.dot(y[: n - k], y[k:])) / n for k in range(lo, hi)]
+    return [_dot(y[: n - k], y[k:]) / n for k in range(lo, hi)]
+
+
+def _dot(a: Array, b: Array) -> float:
+    """``a . b`` on one thread: past :data:`THREADED` elements einsum's loop (OpenBLAS threads a ddot
+    there, and on a busy 2-core machine each threaded call waited for a time slice: 64 lags of 20,000
+    scores took 1.3 s instead of 0.3 ms; one ddot of 12,000 values 0.3-7 ms against einsum's 0.03; its
+    sum also depended on the thread count, einsum's does not)."""
+    if a.size > THREADED:
+        return float(np.einsum("i,i->", a, b))
+    return float(np.dot(a, b))
 
 
 THREADED = 10_000  # OpenBLAS's ddot runs on one thread up to this many elements
@@ -273,7 +279,7 @@ def centred_tau(y: Array, top: int) -> float:
 def centred_tau_window(y: Array, top: int) -> tuple[float, int]:
     """(:func:`centred_tau`, the lag its Geyer sequence stopped at: :func:`geyer_window`)."""
     n = int(y.size)
-    c0 = float(np.dot(y, y)) / n if n else 0.0
+    c0 = _dot(y, y) / n if n else 0.0
     if top < 1 or not c0 > 0:
         return 1.0, 0
     acov, k = [c0], 1
@@ -297,7 +303,7 @@ def first_autocorrelations(x: Array, lags: int) -> Array:
 
 def centred_autocorrelations(y: Array, lags: int) -> Array:
     """:func:`first_autocorrelations` of ``x`` from its centred ``y = x - x.mean()``."""
-    c0 = float(np.dot(y, y)) / y.size
+    c0 = _dot(y, y) / y.size
     if not c0 > 0:
         return np.zeros(lags + 1)
     return np.asarray([c0, *_direct(y, 1, lags + 1)], dtype=np.float64) / c0

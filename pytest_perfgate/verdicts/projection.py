@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+from scipy import special as spc
 
 from . import blocked
 from . import bounds as stats
@@ -69,8 +69,34 @@ def predictive_chance(x: Array, q: float, c: float, direction: str, thr: float, 
     for k0, p0 in ((rp, 1 - qq), (rf, qq)):
         k = blocked._kmax(m, p0, c)
         if k >= 0:
-            chance += float(sps.betabinom.cdf(k, m, k0 + 0.5, max(ne - k0, 0.0) + 0.5))
+            chance += betabinom_cdf(k, m, k0 + 0.5, max(ne - k0, 0.0) + 0.5)
     return min(chance, 1.0)
+
+
+def betabinom_cdf(k: int, m: int, a: float, b: float) -> float:
+    """``scipy.stats.betabinom.cdf(k, m, a, b)`` over the shorter side: the pmf from its end point by
+    the ratio recurrence pmf(j + 1) / pmf(j) = (m - j) (j + a) / ((j + 1) (m - j - 1 + b)), summed in
+    log space, 0..k when k < m / 2, else one less the sum over k + 1..m (scipy sums betaln terms over
+    0..k: ~2 ms at m ~ 5,000, most of a sequential quantile verdict's time, in the projection)."""
+    if k < 0:
+        return 0.0
+    if k >= m:
+        return 1.0
+    if k < m / 2:
+        j = np.arange(k, dtype=np.float64)  # from pmf(0) up to pmf(k)
+        steps = np.log((m - j) * (j + a)) - np.log((j + 1) * (m - j - 1 + b))
+        start = spc.betaln(a, m + b) - spc.betaln(a, b)
+    else:
+        j = np.arange(m, k + 1, -1, dtype=np.float64)  # from pmf(m) down to pmf(k + 1)
+        steps = np.log(j * (m - j + b)) - np.log((m - j + 1) * (j - 1 + a))
+        start = spc.betaln(m + a, b) - spc.betaln(a, b)
+    logpmf = np.empty(steps.size + 1)
+    logpmf[0] = start
+    np.cumsum(steps, out=logpmf[1:])
+    logpmf[1:] += start
+    top = float(logpmf.max())
+    total = math.exp(top) * float(np.exp(logpmf - top).sum())
+    return min(1.0, total if k < m / 2 else max(0.0, 1.0 - total))
 
 
 def likely_needed(x: Array, q: float, c: float, direction: str, thr: float, tau: float, floor: int,
