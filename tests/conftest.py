@@ -135,3 +135,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _exclusive(item.path, seen):
             item.add_marker(pytest.mark.xdist_group("exclusive"))
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pytest sessions a test starts (pytester, subprocesses) are not xdist workers: without this
+    they inherit $PYTEST_XDIST_WORKER, and pytest-benchmark then disables itself in them."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
