@@ -109,32 +109,43 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"{NO_SERVER}: {len(SKIPPED)} tests skipped", red=True, bold=True)
 
 
-# `scripts/test.sh` runs these tests on two pytest-xdist workers (--dist loadgroup): the seeded
-# simulations (most of the suite's CPU time) on either, while everything that holds a machine-wide
-# resource runs one at a time on one worker: real vLLM engines and servers (each takes every core and
-# ~2 GB; the generated-model cache), PostgreSQL, Ray, torchrun's rendezvous, network namespaces,
-# Chromium, the peer tools, `transformers serve`, and the folders that start or kill such processes.
+# `scripts/test.sh` runs these tests on two pytest-xdist workers: the seeded simulations (most of the
+# suite's CPU time) on either, while everything that holds a machine-wide resource runs one at a time on
+# one worker: real vLLM engines and servers (each takes every core and ~2 GB; the generated-model cache),
+# PostgreSQL, Ray, torchrun's rendezvous, network namespaces, Chromium, the peer tools, `transformers
+# serve`, and the folders that start or kill such processes. The scheduler below does the grouping:
+# xdist 3.8's `--dist loadgroup` renames item._nodeid, which pytest 9 no longer reads (node ids come
+# from item._id), so its groups were silently ignored and two vLLM tests ran at once.
 EXCLUSIVE_FOLDERS = frozenset({"engines", "reliability", "preflight", "distributed", "suite", "models", "memory",
                                "vision", "cli", "ci"})
 EXCLUSIVE_WORDS = re.compile(r"needs_engine|vllm|postgres|\bray\b|torchrun|netns|chromium|transformers|guidellm|aiperf|"
                              r"inference.perf")
+TESTS = Path(__file__).parent
 
 
-def _exclusive(path: Path, seen: dict[Path, bool]) -> bool:
+def exclusive(path: Path, seen: dict[Path, bool]) -> bool:
+    """Whether the tests of module ``path`` must run one at a time (see above)."""
     if path not in seen:
         try:
-            folder = path.relative_to(Path(__file__).parent).parts[0]
+            folder = path.relative_to(TESTS).parts[0]
             seen[path] = folder in EXCLUSIVE_FOLDERS or bool(EXCLUSIVE_WORDS.search(path.read_text()))
-        except (ValueError, OSError):  # outside this folder (a copy of this conftest), or no source
+        except (ValueError, OSError):  # outside this folder, or no source: one at a time
             seen[path] = True
     return seen[path]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """One scope ("exclusive") for every test of an exclusive module, a scope of its own for each other."""
+    from xdist.scheduler import LoadScopeScheduling
+
     seen: dict[Path, bool] = {}
-    for item in items:
-        if _exclusive(item.path, seen):
-            item.add_marker(pytest.mark.xdist_group("exclusive"))
+
+    class ExclusiveScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "exclusive" if exclusive(config.rootpath / nodeid.split("::")[0], seen) else nodeid
+
+    return ExclusiveScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
