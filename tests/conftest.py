@@ -148,6 +148,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ExclusiveScheduling(config, log)
 
 
+# Tests that measure how a workload fares on the machine's cores (a starved client loop and its split
+# over processes): each runs alone, never beside the other worker's test (a busy machine's two loops
+# are all they share the cores with, as in a serial run). Every other test holds the lock shared.
+SOLO = frozenset({"load/test_workers.py", "load/test_gil_starvation.py"})
+
+
+@pytest.fixture(autouse=True)
+def _solo_or_shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is None:  # not under xdist: one test at a time anyway
+        yield
+        return
+    import fcntl
+
+    solo = request.node.path.relative_to(TESTS).as_posix() in SOLO if request.node.path.is_relative_to(TESTS) else False
+    lock = tmp_path_factory.getbasetemp().parent / f"solo-{workerinput['testrunuid']}.lock"  # the workers' common base
+    with lock.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if solo else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture(autouse=True)
 def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pytest sessions a test starts (pytester, subprocesses) are not xdist workers: without this
