@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pytest_perfgate import evaluate, load_thresholds, make_samples
 
@@ -43,3 +44,18 @@ def test_no_projection_when_the_point_sits_on_the_threshold() -> None:
     v = evaluate(g, (make_samples(x * 0.2, "s"), make_samples(x, "s")), thresholds=TH)  # exactly 80%
     assert v.outcome == "inconclusive"
     assert v.needed is None or v.needed > 10**5, v.summary()
+
+
+def test_betabinom_cdf_is_scipys() -> None:
+    """The projection's beta-binomial cdf (summed over the shorter side) against scipy's, both sides."""
+    from scipy import stats as sps
+
+    from pytest_perfgate.verdicts.projection import betabinom_cdf
+
+    rng = np.random.default_rng(5)
+    for i in range(400):
+        m = int(rng.integers(1, 6000))
+        a, b = float(rng.uniform(0.5, 50)), float(rng.uniform(0.5, 3000))
+        a, b = (b, a) if i % 2 else (a, b)
+        k = int(rng.integers(-1, m + 2))
+        assert betabinom_cdf(k, m, a, b) == pytest.approx(float(sps.betabinom.cdf(k, m, a, b)), abs=1e-9)
