@@ -73,3 +73,23 @@ def test_the_texts_count_requests(th: Thresholds) -> None:
     more = res.verdict.needed - 5
     assert cost.startswith(f"projected cost to decide: {res.verdict.needed:,} requests in all ({more:,} more), "
                            f"about {more * 0.4:,.0f} s at the measured 0.4 s a request"), cost
+
+
+def test_requests_to_decide_by_one_grid_is_the_bound_search() -> None:
+    """``requests_to_decide`` asks of each count whether every candidate rate up to the threshold is
+    shown (one grid); the same counts as running the bound's own search (``_edge``) at each count."""
+    from pytest_perfgate.verdicts import acceptance as acc
+    from pytest_perfgate.verdicts import bounds
+
+    rng = np.random.default_rng(17)
+    for i in range(150):
+        a, p = requests(rng, int(rng.integers(5, 120)), float(rng.uniform(0.6, 0.95)), (4, 10)[i % 2], (3, 5)[i % 3 % 2], 96)
+        thr = float(rng.choice([0.3, 0.5, 0.7, 0.8]))
+        s, t = a[p > 0].astype(np.float64), p[p > 0].astype(np.float64)
+        rate = float(s.sum() / t.sum())
+
+        def by_search(m: int, rate: float = rate, thr: float = thr, s: np.ndarray = s, t: np.ndarray = t) -> bool:
+            b = acc._edge(s, t, 0.95, "above" if rate > thr else "below", rate, size=m)
+            return b > thr if rate > thr else b < thr
+
+        assert acc.requests_to_decide(a, p, 0.95, thr) == bounds._search(int(s.size), by_search)
