@@ -26,6 +26,7 @@ from ..session.perfgate import (
 )
 from ..session.runs import Runs
 from ..verdicts.failures import GateFailure, PerfgateWarning
+from . import xdist_groups
 from .markers import MarkerError, Markers, parse
 from .options import pytest_addoption as pytest_addoption
 from .recorder import Recorder
@@ -57,10 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gate(*names): bind the test to gates of thresholds.toml (adds their phase markers)")
     config.addinivalue_line("markers", "fallback(name): the test validates a fallback plan; runs only when triggered")
     config.addinivalue_line("markers", "engine(name): the engine from [engines.NAME] this test measures")
-    if not config.pluginmanager.hasplugin("xdist"):
-        # the plugin groups a phase's tests with xdist_group; without xdist the marker is inert but
-        # must still be known (--strict-markers, -W error::pytest.PytestUnknownMarkWarning)
-        config.addinivalue_line("markers", "xdist_group(name): pytest-xdist --dist loadgroup group (inert without xdist)")
+    xdist_groups.register(config)  # the xdist_group marker known without xdist; with it, the groups named
     pc = startup.PluginConfig.resolve(config.option, config.getini, config.invocation_params.dir, config.rootpath, config.inipath)
     config.stash[CONF] = pc
     config.stash[STATE] = None
@@ -232,21 +230,22 @@ def perfgate(request: pytest.FixtureRequest) -> Perfgate:
         raise pytest.UsageError(f"perfgate fixture used, no thresholds.toml found ({request.config.stash[CONF].not_found()})")
     item = request.node
     marks = _markers(item)
+    nodeid = xdist_groups.plain(item.nodeid)  # (without an xdist group suffix)
 
     live = request.config.stash[LIVE]
 
     def record(v: Verdict, engines: list[Any], extras: Mapping[str, Any]) -> None:
         d, props = verdict_properties(v, engines, {**live.extras(v), **extras})
         item.user_properties.extend(props)
-        st.add_verdict(item.nodeid, d)
+        st.add_verdict(nodeid, d)
 
     say = _say(request.config)
 
     def note(msg: str) -> None:
-        say(f"{item.nodeid}: {msg}")
+        say(f"{nodeid}: {msg}")
         item.user_properties.append(("perfgate.note", msg))
 
-    return Perfgate(st, marks.gates, record, request.config.stash[CONF].confidence, say, store=live.hook(item.nodeid),
+    return Perfgate(st, marks.gates, record, request.config.stash[CONF].confidence, say, store=live.hook(nodeid),
                     runs=request.config.stash[RUNS], engine=marks.engine_name(st.thresholds, _engine_aliases(request.config)[0]),
                     note=note)
 
@@ -390,7 +389,7 @@ def _route_captured(item: pytest.Item, report: Any) -> None:
 
         engines = item.config.stash.get(ENGINES, None)
         name = engines.current() if engines is not None else None
-        report.sections[:] = route_captured(item.config.stash[CONF].out_dir, name, item.nodeid, report.sections)
+        report.sections[:] = route_captured(item.config.stash[CONF].out_dir, name, xdist_groups.plain(item.nodeid), report.sections)
 
 
 def _unevaluated_gates_error(item: pytest.Item, call: pytest.CallInfo[None], report: Any, st: RunState) -> None:

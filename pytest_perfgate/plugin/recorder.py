@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..session.perfgate import FALLBACK_PROPERTY
 from ..store.decisions import now_iso
 from ..verdicts.wording import plan_line
+from .xdist_groups import plain
 
 if TYPE_CHECKING:
     from ..session.perfgate import RunState
@@ -62,9 +63,10 @@ class Recorder:
         fallback = next((v for k, v in props if k == FALLBACK_PROPERTY), None)
         if not (report.when == "call" or (report.when == "setup" and not report.passed)):
             return
-        st.add_properties(report.nodeid, props)
+        nodeid = plain(report.nodeid)  # (an xdist group suffix dropped: the records name the test as without xdist)
+        st.add_properties(nodeid, props)
         if report.when == "call":  # JUnit test cases carry the time their gate took in the test
-            own_times(st.verdicts.get(report.nodeid, []), float(getattr(report, "start", 0.0) or 0.0),
+            own_times(st.verdicts.get(nodeid, []), float(getattr(report, "start", 0.0) or 0.0),
                       float(report.duration))
         if isinstance(fallback, str):
             reason = ""
@@ -72,7 +74,7 @@ class Recorder:
                 reason = str(report.longrepr[2]).removeprefix("Skipped: ")
             elif report.failed and report.longreprtext:
                 reason = report.longreprtext.strip().splitlines()[-1]
-            st.add_fallback_test(report.nodeid, fallback, report.outcome, reason)
+            st.add_fallback_test(nodeid, fallback, report.outcome, reason)
         if not self.is_worker:
             self._flush()
 

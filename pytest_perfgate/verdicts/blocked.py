@@ -37,7 +37,6 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 from scipy import special as spc
-from scipy import stats as sps
 
 from ..runtime.heap import trim_large
 from . import bounds as stats
@@ -214,7 +213,7 @@ def decision(x: Array, q: float, c: float, direction: str, thr: float, dep: Depe
 
 def _kmax(m: int, p: float, c: float) -> int:
     """Largest count at which ``P(Bin(m, p) <= k) <= 1 - c`` (-1: none)."""
-    k = int(sps.binom.ppf(1 - c, m, p))
+    k = int(stats.binom_ppf(1 - c, m, p))
     while k >= 0 and stats._bcdf(k, m, p) > 1 - c:
         k -= 1
     while k + 1 < m and stats._bcdf(k + 1, m, p) <= 1 - c:
@@ -237,7 +236,7 @@ def decide_chance(x: Array, q: float, c: float, direction: str, thr: float, dep:
     for rate, p0 in ((rp, 1 - qq), (rf, qq)):
         k = _kmax(m, p0, c)
         if k >= 0:
-            chance += float(sps.binom.cdf(k, m, min(max(rate, 0.0), 1.0)))
+            chance += stats.binom_cdf(k, m, min(max(rate, 0.0), 1.0))
     return min(chance, 1.0)
 
 

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 from scipy import special as spc
-from scipy import stats as sps
 
 from ..config import looks
+from .distributions import binom_cdf as binom_cdf
+from .distributions import binom_ppf as binom_ppf
+from .distributions import norm_ppf as norm_ppf
 
 Array = npt.NDArray[np.float64]
 
@@ -61,7 +63,7 @@ def quantile_ranks(n: int, q: float, c: float) -> tuple[int | None, int | None]:
     """
     if n <= 0:
         return None, None
-    k_hi = int(sps.binom.ppf(c, n, q)) + 1
+    k_hi = int(binom_ppf(c, n, q)) + 1
     # ppf is the smallest j with cdf(j) >= c; guard against float fuzz
     while k_hi > 1 and _bcdf(k_hi - 2, n, q) >= c:
         k_hi -= 1
@@ -69,7 +71,7 @@ def quantile_ranks(n: int, q: float, c: float) -> tuple[int | None, int | None]:
         k_hi += 1
     hi = k_hi if k_hi <= n else None
     # largest j = k_lo - 1 with cdf(j) <= 1 - c
-    j = int(sps.binom.ppf(1 - c, n, q))
+    j = int(binom_ppf(1 - c, n, q))
     while j >= 0 and _bcdf(j, n, q) > 1 - c:
         j -= 1
     while j + 1 < n and _bcdf(j + 1, n, q) <= 1 - c:

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from .runeffects import RunEstimate
 
@@ -177,6 +176,7 @@ def detect(runs: Sequence[RunEstimate], *, alpha: float = ALPHA, min_size: int =
         df = max(1, nl + nr - 2)
         var = max(float(np.sum(res * res)) / df, float(np.median(s[lo:hi] ** 2)) + tau2)
         se = math.sqrt(var * (1 / nl + 1 / nr))
+        from scipy import stats  # (here: scipy.stats takes ~1.3 s to import)
         q = float(stats.t.ppf(0.5 + level / 2, df))
         d = mr - ml
         out.append(Change(k, commits[k - 1], commits[k], math.expm1(d), math.expm1(d - q * se),

@@ -35,10 +35,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as sps
+from scipy import special as spc
 
 from . import shifts as level_shifts
 from .ranks import normal_scores
+from .sorting import stable_argsort
 
 Array = npt.NDArray[np.float64]
 
@@ -177,25 +178,10 @@ ORDER_CHUNK = 1 << 20  # sorted positions checked at a time by :func:`arrival_or
 
 
 def arrival_order(send_times: Any) -> npt.NDArray[np.intp]:
-    """Indices that put values in arrival order (a stable sort of the send times): the unstable
-    sort (about twice as fast on a 31M-gap ITL run), each run of equal send times then put back in
-    index order (what the stable sort gives them). NaN: the stable sort itself."""
-    t = np.asarray(send_times, dtype=np.float64).ravel()
-    order = np.argsort(t)
-    ties: list[npt.NDArray[np.intp]] = []  # sorted positions that belong to a run of equal times
-    for a in range(0, max(0, t.size - 1), ORDER_CHUNK):
-        k = t[order[a: a + ORDER_CHUNK + 1]]
-        if math.isnan(float(k[-1])):
-            return np.argsort(t, kind="stable")
-        same = np.flatnonzero(k[1:] == k[:-1]) + a  # position p ties with p + 1
-        if same.size:
-            ties.append(same)
-    if ties:
-        same = np.concatenate(ties)
-        pos = np.union1d(same, same + 1)  # every member of a tie run, in sorted position order
-        sub = order[pos]
-        order[pos] = sub[np.lexsort((sub, t[sub]))]  # by time, then index: the same set of positions
-    return order
+    """Indices that put values in arrival order: the stable sort of the send times (equal times in
+    index order), by :func:`.sorting.stable_argsort` (numpy's SIMD sort of packed words; 31M ITL
+    send times: ~3 s where ``np.argsort`` took ~8; NaN: numpy's own stable sort)."""
+    return stable_argsort(np.asarray(send_times, dtype=np.float64).ravel())
 
 
 def in_order(send_times: Any) -> bool:
@@ -347,7 +333,7 @@ def detected(rho: Array, n: int) -> bool:
     give in ``1 - DETECT_ALPHA`` of runs (their sum is about N(0, L/n) under independence)."""
     lags = min(MAX_LAG, rho.size - 1)
     z = float(rho[1: lags + 1].sum()) * math.sqrt(n / lags)
-    return z > float(sps.norm.ppf(1 - DETECT_ALPHA))
+    return z > float(spc.ndtri(1 - DETECT_ALPHA))  # scipy.stats.norm.ppf's own function
 
 
 def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shifts: bool = True) -> Dependence:

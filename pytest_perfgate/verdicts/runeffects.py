@@ -36,7 +36,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 MIN_RUNS = 3  # baseline runs needed before the run effect is estimated (2 degrees of freedom)
 METHOD = "runs with run effects (t on the baseline's runs)"
@@ -59,6 +58,7 @@ class RunEstimate:
         neither, the within-run error is unknown and taken as 0 (the run effect then absorbs it)."""
         if not (observed > 0 and math.isfinite(observed)):
             return None
+        from scipy import stats  # (here: scipy.stats takes ~1.3 s to import)
         z = float(stats.norm.ppf(confidence)) if 0.5 < confidence < 1 else 1.6448536269514722
         lo = math.log(lower) if lower is not None and lower > 0 and math.isfinite(lower) else None
         hi = math.log(upper) if upper is not None and upper > 0 and math.isfinite(upper) else None
@@ -175,6 +175,7 @@ def regression_test(current: Sequence[RunEstimate], baseline: Sequence[RunEstima
     c = confidence
     word = "slower" if smaller_is_better else "lower"
     if b.k < MIN_RUNS:
+        from scipy import stats  # (here: scipy.stats takes ~1.3 s to import)
         z = float(stats.norm.ppf(c))
         se_within2 = wc / m + b.within / b.k
         excess = sign * (diff - limit)
@@ -203,6 +204,7 @@ def regression_test(current: Sequence[RunEstimate], baseline: Sequence[RunEstima
     if drift2 > se2:
         se2, df = drift2, drift_df
     se = math.sqrt(se2)
+    from scipy import stats  # (here: scipy.stats takes ~1.3 s to import)
     tq = float(stats.t.ppf(c, df))
     t = sign * (diff - limit) / se if se > 0 else (math.inf if sign * (diff - limit) > 0 else -math.inf)
     regressed = t > tq

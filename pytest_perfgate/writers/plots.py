@@ -57,6 +57,16 @@ def _safe(text: str) -> str:
 CDF_POINTS = 2000  # steps the CDF draws: an even selection of the sorted values beyond this (and the extremes)
 
 
+def _counts(v: Any, bins: Any) -> Any:
+    """``np.histogram(v, bins)[0]`` of the sorted ``v`` by binary searches (the last bin closed, as
+    numpy's): no pass over every value (a 31M-gap ITL run's histogram took ~0.6 s)."""
+    import numpy as np
+
+    at = np.searchsorted(v, bins, side="left")
+    at[-1] = np.searchsorted(v, bins[-1], side="right")
+    return np.diff(at)
+
+
 def distribution(series: Sequence[Series], unit: str, *, threshold: float | None = None,
                  lower: float | None = None, upper: float | None = None, observed: float | None = None,
                  stat_label: str = "observed") -> str:
@@ -78,7 +88,8 @@ def distribution(series: Sequence[Series], unit: str, *, threshold: float | None
         v = np.sort(np.asarray(s.values, dtype=float))
         if not v.size:
             continue
-        ax1.hist(v, bins=bins, color=s.color, alpha=0.45 if len(series) > 1 else 0.7, label=_safe(f"{s.label} (n={v.size})"))
+        ax1.hist(bins[:-1], bins=bins, weights=_counts(v, bins), color=s.color, alpha=0.45 if len(series) > 1 else 0.7,
+                 label=_safe(f"{s.label} (n={v.size})"))
         keep = np.unique(np.linspace(0, v.size - 1, CDF_POINTS).astype(int)) if v.size > CDF_POINTS else np.arange(v.size)
         ax2.step(v[keep], (keep + 1) / v.size, where="post", color=s.color, label=_safe(s.label))
     for ax in (ax1, ax2):

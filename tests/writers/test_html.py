@@ -185,3 +185,19 @@ def test_phase_selection_inconclusive_warn_and_empty() -> None:
     assert "reported as warnings in this run" in warn
     empty = "".join(parse(html_writer.render({"phases": {}})).text)
     assert "No phase results recorded." in empty
+
+
+def test_histogram_counts_are_numpys() -> None:
+    """plots._counts (binary searches on the sorted values) gives np.histogram's counts, ties on the
+    edges and the closed last bin included (issue 41: the 31M-gap ITL figure)."""
+    import numpy as np
+
+    from pytest_perfgate.writers.plots import _counts
+
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        v = np.sort(np.round(rng.lognormal(0, 1, int(rng.integers(1, 3000))), int(rng.integers(0, 4))))
+        extra = rng.uniform(v.min() - (1 if t % 3 == 0 else 0), v.max() + (1 if t % 2 else 0))
+        lo, hi = min(v.min(), extra), max(v.max(), extra)
+        bins = np.linspace(lo, hi if hi > lo else lo + 1, 41)
+        assert np.array_equal(_counts(v, bins), np.histogram(v, bins)[0]), t
