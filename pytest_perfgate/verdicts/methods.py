@@ -234,7 +234,7 @@ class QuantileMethod(kinds.QuantileKind, Method):
         details = dep.details() if dep.dependent else {}
         floor = ""
         if needed and dep.dependent and gate.direction is not None and gate.threshold is not None:  # issue 39
-            floor, more = projection.floor_note(x, q, c, gate.direction, gate.threshold.base, dep.tau, needed,
+            floor, more = projection.floor_note(x, q, c, gate.direction, gate.threshold.base, dep, needed,
                                                 "chunk gaps" if d.label == "itl" else "requests")
             details.update(more)
         elif needed and gate.direction is not None and gate.threshold is not None:

@@ -16,6 +16,7 @@ from scipy import special as spc
 
 from . import blocked
 from . import bounds as stats
+from .dependence import Dependence
 
 Array = npt.NDArray[np.float64]
 
@@ -113,16 +114,23 @@ def likely_needed(x: Array, q: float, c: float, direction: str, thr: float, tau:
     return None if got is None else (got, predictive_chance(x, q, c, direction, thr, tau, got))
 
 
-def floor_note(x: Array, q: float, c: float, direction: str, thr: float, tau: float, needed: int,
+def floor_note(x: Array, q: float, c: float, direction: str, thr: float, dep: Dependence, needed: int,
                what: str = "requests") -> tuple[str, dict[str, float]]:
     """What a dependent run's projected count is (a floor: fresh runs of it decided 9-42% of the
     time on simulated queues, docs/statistics.md) and the count to plan for (:func:`likely_needed`),
-    without a chance: neither is calibrated to within 5 points across queue models."""
+    without a chance: neither is calibrated to within 5 points across queue models; and, for a limit
+    >= 2x every value, the run the far rule needs (:func:`.blocked.far_pending`)."""
     note = (f"the count assumes this run's exceed rate and dependence, which a run of {int(x.size):,} pins down "
             "poorly: treat it as a floor (fresh runs of the projected size decided 9-42% of the time on simulated "
             "queues)")
-    got = likely_needed(x, q, c, direction, thr, tau, needed)
-    if got is None:
-        return note, {}
-    return (f"{note}; allowing for that uncertainty, plan for ~{got[0]:,} {what} (most such runs decided in "
-            "simulation; not a promise for this server)"), {"needed_likely": float(got[0])}
+    more: dict[str, float] = {}
+    got = likely_needed(x, q, c, direction, thr, dep.tau, needed)
+    if got is not None:
+        note = (f"{note}; allowing for that uncertainty, plan for ~{got[0]:,} {what} (most such runs decided in "
+                "simulation; not a promise for this server)")
+        more["needed_likely"] = float(got[0])
+    far = blocked.far_pending(x, thr, direction, dep, what)
+    if far is not None:
+        note = f"{far[0]}; {note}"
+        more["far_needed"] = float(far[1])
+    return note, more
