@@ -10,7 +10,9 @@ has too few GPUs for it), ``gpu`` (only the GPU itself can tell; said, not guess
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -154,8 +156,11 @@ def build_here(th: Thresholds, aliases: Mapping[str, str], embedded: Callable[[]
     """Build every selected engine and its fallback variants IN THIS PROCESS, emitting events (the
     child's side of :func:`run`; vLLM is imported here, and a fault in it takes this process down)."""
     from .build import quiet_vllm
+    from .child import WORK_ENV
 
-    with tempfile.TemporaryDirectory(prefix="perfgate-preflight-") as tmp, quiet_vllm():
+    given = os.environ.get(WORK_ENV)  # the supervisor's (it removes it, however this process ends)
+    with (contextlib.nullcontext(given) if given else tempfile.TemporaryDirectory(prefix="perfgate-preflight-")) as tmp, \
+            quiet_vllm():
         b = _Builder(th, Path(tmp), embedded, emit, skip)
         for name, spec in th.engines.items():
             if only is not None and name not in only:

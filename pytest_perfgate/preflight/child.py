@@ -20,9 +20,11 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 MARK = "@@perfgate-preflight "  # event lines start with it (vLLM may print to stdout too)
 STEP_TIMEOUT_ENV = "PERFGATE_PREFLIGHT_STEP_TIMEOUT"
+WORK_ENV = "PERFGATE_PREFLIGHT_WORK"  # the child's work folder, made and removed by the supervisor
 DEFAULT_STEP_TIMEOUT = 600.0
 START = "vLLM import"  # the step before the first unit's own
 
@@ -105,9 +108,18 @@ class _Child:
 
     def run(self, deadline: float) -> tuple[int | None, float | None]:
         """(exit status, None) or (None, deadline) when it made no progress in time."""
+        # the child's work folder is the supervisor's: a child killed mid-build (SIGABRT, the deadline)
+        # runs no cleanup of its own, and its engine configs stayed in /tmp, one folder a crash
+        work = tempfile.mkdtemp(prefix="perfgate-preflight-")
+        try:
+            return self._run(deadline, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _run(self, deadline: float, work: str) -> tuple[int | None, float | None]:
         cmd = self.cmd  # an argument list, never a shell
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             errors="replace", start_new_session=True)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                             start_new_session=True, env={**os.environ, WORK_ENV: work})
         q: queue.Queue[str | None] = queue.Queue()
         assert p.stdout is not None and p.stderr is not None
         threading.Thread(target=_reader, args=(p.stdout, q), daemon=True).start()

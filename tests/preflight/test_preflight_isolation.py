@@ -191,3 +191,27 @@ def test_a_child_that_makes_no_progress_is_killed_at_the_step_deadline(tmp_path:
     assert f.line() == ("[engines.a]: preflight crashed: no progress for 10 s (killed; PERFGATE_PREFLIGHT_STEP_TIMEOUT "
                         "sets the deadline) during the config build; the preflight went on with the other engines "
                         "in a fresh process")
+
+
+def test_a_killed_childs_work_folder_is_removed_by_the_supervisor(tmp_path: Path) -> None:
+    """The child builds engine configs in a folder the supervisor makes and removes: a child killed
+    mid-build (SIGABRT here) ran no cleanup of its own, and its folder stayed in /tmp, one a crash."""
+    th = load_thresholds(ROOT / "thresholds.toml")
+    seen = tmp_path / "seen"
+    body = textwrap.dedent(f"""
+        work = os.environ["PERFGATE_PREFLIGHT_WORK"]
+        with open({str(seen)!r}, "a") as f:
+            f.write(work + "\\n")
+        open(os.path.join(work, "config.json"), "w").write("{{}}")
+        if "a" not in sys.argv:
+            ev(ev="step", unit="a", step="config build")
+            os.kill(os.getpid(), 6)
+        ev(ev="end")
+    """)
+    cmd = _scripted(tmp_path, body)
+    report = preflight.Report()
+    supervise(th, {}, False, None, report, cmd=lambda skip: [*cmd, *skip])
+    folders = seen.read_text().split()
+    assert len(folders) == 2 and len(set(folders)) == 2  # one a child
+    assert all(Path(f).name.startswith("perfgate-preflight-") and not Path(f).exists() for f in folders)
+    assert report.crashed
