@@ -114,14 +114,18 @@ def test_phase1_passing_thresholds(pytester: pytest.Pytester) -> None:
 
 def test_phase1_failing_thresholds(pytester: pytest.Pytester) -> None:
     suite(pytester, {
+        # the limit is a property of the test, not of the machine: a 2,000-token prefill on a CPU takes
+        # tens of ms at the least (~90 ms at 230 GFLOP/s), so 5 ms fails on any CPU. At 150 ms this
+        # test read the machine: a quiet AVX-512 runner measured P99 153 ms, inconclusive (CI, 2026-12-07)
+        'statistic = "p99"\nmax = "150 ms"': 'statistic = "p99"\nmax = "5 ms"',
         'min = "70%"\nbands': 'min = "99%"\nbands',  # no tiny draft reaches 99%: switch_draft_model runs
     }, budgets=BUDGETS.replace("ttft_max_samples = 12", "ttft_max_samples = 300").replace(  # a p99 pass needs >= 299
         'candidate_drafts = ["embedded:draft", "embedded:draft_independent"]', 'candidate_drafts = ["embedded:draft_independent"]'))
     r = pytester.runpytest_subprocess("-m", "phase1", "perf_tests", "-p", "no:cacheprovider", "-rs", timeout=900)
     out = r.stdout.str()
     assert r.ret == 1, out[-4000:]
-    # CPU TTFT of 2,000-token prompts is far above 150 ms; acceptance is below 99%
-    r.stdout.fnmatch_lines(["FAILED long_context_ttft: ttft p99 * > max 150 ms (n=*, * sure it is above)",
+    # CPU TTFT of 2,000-token prompts is far above 5 ms; acceptance is below 99%
+    r.stdout.fnmatch_lines(["FAILED long_context_ttft: ttft p99 * > max 5* ms (n=*, * sure it is above)",
                             "*-> fallback: tiered_kv_cache*"])
     r.stdout.fnmatch_lines(["*plan A offloads KV blocks from GPU memory to CPU memory*no CUDA GPU*"])
     r.stdout.fnmatch_lines(["*plan B*needs >= 2 CUDA GPUs*"])
