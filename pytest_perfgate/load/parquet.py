@@ -19,9 +19,7 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..contract import RequestRecord
@@ -105,16 +103,22 @@ def shifted(batch: pa.RecordBatch, d: int, host: str) -> pa.RecordBatch:
 class Spool:
     """A zstd Parquet file the coordinator appends record batches to as they come (module doc), one
     row group per :data:`GROUP` rows (a worker's batches are small: a row group each would grow the
-    file's footer, held in memory until the file is closed, with every batch)."""
+    file's footer, held in memory until the file is closed, with every batch).
 
-    def __init__(self, path: Path) -> None:
+    The file has no name: ``tempfile.TemporaryFile`` (O_TMPFILE, or unlinked as soon as made), so a
+    coordinator killed mid-run (SIGKILL, the CI job's timeout) leaves nothing behind in the temporary
+    folder; before, one ``perfgate-run-*.parquet`` a killed run stayed there."""
+
+    def __init__(self, directory: str | None = None) -> None:
+        import tempfile
+
         import pyarrow.parquet as pq
 
-        self.path = path
         self.rows = 0
         self._pending: list[pa.RecordBatch] = []
         self._held = 0
-        self._writer: Any = pq.ParquetWriter(str(path), schema(), compression="zstd")
+        self._file = tempfile.TemporaryFile(prefix="perfgate-run-", suffix=".parquet", dir=directory)
+        self._writer: Any = pq.ParquetWriter(self._file, schema(), compression="zstd")
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
@@ -142,7 +146,8 @@ class Spool:
         self._flush()
         self._writer.close()
         try:
-            t = pq.read_table(str(self.path))
+            self._file.seek(0)
+            t = pq.read_table(self._file)
         finally:
             self.discard()
         idx = t.column("index").to_numpy()
@@ -161,10 +166,7 @@ class Spool:
             self._writer.close()
         except Exception:  # already closed, or the write failed
             pass
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self._file.close()
 
 
 def columns_of(table: pa.Table) -> RequestColumns:

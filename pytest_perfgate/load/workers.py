@@ -38,7 +38,6 @@ import os
 import queue
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -285,9 +284,7 @@ class Sink:
     def __init__(self, n: int, keep: bool) -> None:
         import numpy as np
 
-        fd, name = tempfile.mkstemp(prefix="perfgate-run-", suffix=".parquet")
-        os.close(fd)
-        self.spool = Spool(Path(name))
+        self.spool = Spool()
         self.received = np.zeros(n, dtype=bool)
         self.count = 0
         self.keep = keep

@@ -160,9 +160,12 @@ run_load(eng, reqs, LoadConfig(mode="poisson", rate=5.0, num_requests=200, worke
 
 @LINUX
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_no_worker_outlives_its_session(server_url: str, sig: int) -> None:
+def test_no_worker_outlives_its_session(server_url: str, sig: int, tmp_path: Path) -> None:
+    """... and the coordinator's spool has no name to leave behind (a SIGKILLed run left one
+    perfgate-run-*.parquet in the temporary folder before)."""
     code = SESSION.format(paths=[p for p in sys.path if p], url=server_url)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         assert proc.stdout is not None
         while (line := proc.stdout.readline()) and line.strip() != b"running":  # after the engine's notes
@@ -175,6 +178,7 @@ def test_no_worker_outlives_its_session(server_url: str, sig: int) -> None:
         while _children(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _children(proc.pid) == []
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("perfgate-run-")] == []
     finally:
         if proc.poll() is None:
             proc.kill()
