@@ -72,6 +72,7 @@ class Dependence:
     window: int = 0  # the lag at which Geyer's sequence for ``tau`` stopped (its summation window M)
     within_window: int = 0  # ... and for ``within`` (the level-shifted run's residual scores)
     spread: float = 1.0  # D raised this much for the estimate's own uncertainty (:func:`spread_factor`)
+    drift: bool = False  # ``shifts`` are the local level of a drifting run (:mod:`.shifts`), none stands out
 
     @property
     def shifted(self) -> bool:
@@ -376,7 +377,8 @@ def estimate(values: Any, *, send_times: Any = None, end_times: Any = None, shif
     r = level_shifts.residual(uncentred(), found.cuts)
     r -= r.mean()
     _, inside = centred_tau_window(r, min(n - 1, max(2 * MAX_LAG, n // 4)))  # the window of found.tau
-    return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau), window=window, within_window=inside)
+    return Dependence(n, min(b, n), BLOCKS, tau, found.cuts, max(1.0, found.tau), window=window, within_window=inside,
+                      drift=found.drift)
 
 
 HEAVY = 3.0  # a tail index of the jumps under this raises a quantile's D (docs/statistics.md, issue 39)

@@ -49,10 +49,10 @@ from . import blocked, projection
 from . import bounds as stats
 from .acceptance import METHOD as ACCEPTED_PREFIX
 from .acceptance import requests_to_decide
+from .claims import far_note, shift_note
 from .dependence import Dependence
 from .rules import censored, decide, display_unit, proportion_bounds
 from .samples import Data, Proportion, SampleError, Samples
-from .shifts import levels as shift_levels
 
 
 @dataclass(frozen=True)
@@ -255,30 +255,11 @@ class QuantileMethod(kinds.QuantileKind, Method):
             note = "; ".join(v for v in (note, floor) if v)
         if dep.shifted:
             details.update(level_shifts=float(len(dep.shifts)), dependence_tau_run=float(run.tau))
+            if dep.drift:
+                details["level_drift"] = 1.0
             note = "; ".join(v for v in (note, shift_note(x, dep, what)) if v)
         return Estimate(outcome, b.observed, b.lower, b.upper, int(x.size), c, b.method, unit, needed,
                         dependence_note(note, dep, cost, what), details)
-
-
-def far_note(dep: Dependence, what: tuple[str, str] = ("requests", "request"), ratio: float = blocked.FAR) -> str:
-    """Why a limit far beyond every value passes on the tail's clustering, and what that assumes;
-    ``ratio``: the limit over the run's largest value."""
-    return (f"the limit is >= {blocked.FAR:g}x every value ({ratio:.3g}x the largest): decided on how the run's "
-            f"slowest {what[0]} cluster (D {dep.far:.3g}), not on the memory of its bulk; the run is "
-            f"{dep.far_span:.3g}x its memory long (>= {blocked.far_length(ratio):.3g}x needed this far from the limit), "
-            f"and assumes no excursion to the limit that it never showed")
-
-
-def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("requests", "request")) -> str:
-    """What a run whose level shifted can claim: "the run's level shifted 6 times (at requests 300,
-    ...; segment medians up to 1.7x apart): the bound covers this run's own mix of levels ..."."""
-    lv = [v for v in shift_levels(x, dep.shifts) if math.isfinite(v)]
-    spread = f"; segment medians up to {max(lv) / min(lv):.2g}x apart" if lv and min(lv) > 0 else ""
-    at = ", ".join(f"{c + 1:,}" for c in dep.shifts[:5]) + (", ..." if len(dep.shifts) > 5 else "")
-    times = "once" if len(dep.shifts) == 1 else f"{len(dep.shifts)} times"
-    return (f"the run's level shifted {times} (at {what[0]} {at}{spread}): the bound covers this run's own mix "
-            f"of levels (the percentile over its {what[0]}), counting the memory within each level; a long-run "
-            "claim needs runs that span the levels (repeat the run at other times and gate the runs together)")
 
 
 def dependence_note(note: str, dep: Dependence, cost: str = "", what: tuple[str, str] = ("requests", "request")) -> str:

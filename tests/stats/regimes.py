@@ -5,7 +5,10 @@ stationary Gaussian AR(1) (``phi``: the short memory of neighbouring requests).
 * :func:`deciles`: the levels of the issue's first-contact run, TPOT by tenths of the run (ms);
 * :func:`switching`: a two-state regime chain (levels 1 and ``high``, mean stay ``dwell`` requests in
   the high state, there a ``share`` of the time);
-* :func:`drift`: a level drifting linearly from 1 to ``end``.
+* :func:`drift`: a level drifting linearly from 1 to ``end``;
+* :func:`wander`: a level that wanders (a random walk of its log, ``spread`` its sd over the run), the
+  drift of the recorded ``transformers serve`` run (tests/fixtures/runs/: means by twentieths of the
+  run 134-189 ms, no single shift standing out).
 
 The boundary of such a run (what its claim covers, :mod:`pytest_perfgate.verdicts.shifts`) is the
 percentile of its own mix of levels: :func:`run_quantile`, the ``t`` at which the expected share of
@@ -47,6 +50,11 @@ def switching(rng: np.random.Generator, trials: int, n: int, high: float = 1.6, 
 
 def drift(trials: int, n: int, end: float = 1.6) -> Array:
     return np.tile(np.linspace(1.0, end, n), (trials, 1))
+
+
+def wander(rng: np.random.Generator, trials: int, n: int, spread: float = 0.25) -> Array:
+    steps = rng.normal(0.0, spread / math.sqrt(n), (trials, n))
+    return np.asarray(np.exp(np.cumsum(steps, axis=1)), dtype=np.float64)
 
 
 def series(rng: np.random.Generator, levels: Array, sigma: float = 0.12, phi: float = 0.4) -> Array:

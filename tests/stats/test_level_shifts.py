@@ -107,10 +107,10 @@ def test_a_limit_far_beyond_every_value_passes_on_the_tails_clustering(th: Thres
 
     limit = float(stats.gamma.ppf(0.99, 4))
     _, _, lat = queue_runs.closed_loop(np.random.default_rng(12), TRIALS // 2, 1000, 4, 1.0)
-    rate = _rate(_gate(th, "p99", 3000 * limit), lat)
+    rate = _rate(_gate(th, "p99", 3 * limit), lat)
     print(f"POWER P99 at 3x the limit, closed loop of 4, n 1000: {rate:.3f}")
     assert rate >= 0.8
-    verdict = evaluate(_gate(th, "p99", 3000 * limit), make_samples(lat[0] / 1000, "s", sent=np.arange(1000.0)))
+    verdict = evaluate(_gate(th, "p99", 3 * limit), make_samples(lat[0] / 1000, "s", sent=np.arange(1000.0)))
     assert "the limit is >= 2x every value" in verdict.note and "far_limit_tau" in verdict.details
 
 
@@ -121,7 +121,7 @@ def test_far_limits_keep_the_rate_on_queues_with_long_memory(th: Thresholds, rho
     such a run is not (without that guard: 5.3% / 8.7%, benchmarks/results-level-shifts.txt)."""
     rng = np.random.default_rng(int(rho * 1000) + n)
     v, _ = queues.mm1(rng, TRIALS, n, rho)
-    rate = _rate(_gate(th, "p99", 1000 * queues.mm1_quantile(0.99, rho)), v)
+    rate = _rate(_gate(th, "p99", queues.mm1_quantile(0.99, rho)), v)
     assert_rate(f"P99 at the true limit (far rule), M/M/1 {rho}, n {n}", rate, TRIALS)
 
 
@@ -168,5 +168,5 @@ def test_far_limits_far_from_a_quiet_run_keep_the_rate(th: Thresholds, model: st
     else:
         v, _ = queues.ar1_lognormal(rng, TRIALS, n, 0.999)
         limit = queues.ar1_quantile(0.99)
-    rate = _rate(_gate(th, "p99", 1000 * limit), v)
+    rate = _rate(_gate(th, "p99", limit), v)
     assert_rate(f"P99 at the true limit (far rule, graded guard), {model}, n {n}", rate, TRIALS)

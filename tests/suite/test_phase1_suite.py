@@ -79,14 +79,20 @@ def test_phase1_passing_thresholds(pytester: pytest.Pytester) -> None:
     is decided by the runs' spread: by simulation (20,000 runs of lognormal run values, Welch t over
     the logs) a true ratio of 0.5 against 0.05 passes 3 x 3 runs in 99.4% / 91.2% / 67.7% at a
     run-to-run log-sd of 0.5 / 0.7 / 1.0 (a stalled request in a 3-request run, beside two busy
-    loops, moved that run's throughput ~2x: log-sd ~0.4 over the runs)."""
+    loops, moved that run's throughput ~2x: log-sd ~0.4 over the runs).
+
+    Both sized up for a busier runner (2026-12-07: a CI run beside simulations on both cores read the
+    ratio 0.310 over 3 x 3 runs and the reduction 87.1% over 12 a side, both INCONCLUSIVE): 5 x 5 runs
+    pass 100% / 99.9% / 94.6% / 80.4% at log-sd 0.5 / 0.7 / 1.0 / 1.3; 20 requests a side
+    (hit_(15) / cold_(6)) pass 99.99% / 99.90% with the pairs' spreads above and 94.2% at a run log-sd
+    of 0.8 with per-request 0.7 / 0.5 (12: 89.4%). ``benchmarks/bench_suite_power.py`` (200,000 runs)."""
     suite(pytester, {
         # a P99 pass needs ~300 samples; the CI-sized run gates the median (same code path)
         'statistic = "p99"\nmax = "150 ms"': 'statistic = "p50"\nmax = "120 s"',
         "min = 0.8\n": "min = 0.05\n",
         'min = "70%"\nbands': 'min = "30%"\nbands',
         'runs = ["cache_hit", "cold"]\nmin = "80%"': 'runs = ["cache_hit", "cold"]\nmin = "0%"',  # sized above
-    })
+    }, budgets=BUDGETS.replace("prefix_requests = 12", "prefix_requests = 20") + "throughput_runs = 5\n")  # busy runners: above
     r = pytester.runpytest_subprocess("-m", "phase1", "perf_tests", "-p", "no:cacheprovider", "-rs", timeout=900)
     out = r.stdout.str()
     assert r.ret == 0, out[-4000:]
