@@ -30,10 +30,10 @@ penalised search finds none; its residual tau falls steadily with every cut. The
 search takes (at least :data:`DRIFT_MIN_CUTS` shifts) are then read as a local level when they
 explain the memory away, tau falling >= :data:`DRIFT_FOLD`-fold, and every segment is >=
 :data:`DRIFT_GUARD` x the residual tau long (``Shifts.drift``); the claim is the same as a shifted
-run's. Measured before choosing (``benchmarks/bench_drift_guard.py``, 100 runs a row): the recorded
-drifting runs (tests/fixtures/runs/) are read so at 1,600-10,000 requests, stationary queue runs
-(M/M/1 0.5-0.99, AR(1) 0.99-0.999, M/G/1, batching; n 3,000 and 10,000) in 0-2%; their P99 false pass
-at the true limit with it: docs/statistics.md.
+run's. Measured before choosing (``benchmarks/bench_drift_guard.py``, 200 runs a row): the recorded
+``transformers serve`` run (tests/fixtures/runs/) is read so at 1,600-10,000 requests, stationary queue runs
+(M/M/1 0.5-0.99, AR(1) 0.99-0.999, M/G/1, batching; n 3,000 and 10,000) in 0-0.5%; their P99 at the
+true limit passes 0-4.5% with it (benchmarks/results-drift-guard.txt, docs/statistics.md).
 """
 
 from __future__ import annotations
