@@ -20,10 +20,10 @@ from simhelp import assert_rate
 
 from pytest_perfgate import evaluate, make_samples
 from pytest_perfgate.config import Gate, Thresholds
-from pytest_perfgate.config.units import parse_quantity
-from pytest_perfgate.verdicts import dependence as dp
 from pytest_perfgate.config.looks import plan_at
+from pytest_perfgate.config.units import parse_quantity
 from pytest_perfgate.load.decided import load_looks
+from pytest_perfgate.verdicts import dependence as dp
 
 TRIALS = 200
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
