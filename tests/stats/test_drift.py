@@ -103,3 +103,19 @@ def test_stationary_queues_keep_the_rate_with_drift_reading(th: Thresholds, rho:
     v, _ = queues.mm1(rng, TRIALS, 10_000, rho)
     rate = _passes(_gate(th, "p99", queues.mm1_quantile(0.99, rho)), v)
     assert_rate(f"P99 at the true limit, M/M/1 {rho}, n 10000 (drift rule on)", rate, TRIALS)
+
+
+def test_a_long_drifting_run_is_read_on_block_means() -> None:
+    """A run longer than ``shifts.THIN`` (an ITL's gaps) is searched on block means; the drift's guard
+    is then checked on every value (the residual tau of the scores themselves)."""
+    from pytest_perfgate.verdicts import shifts
+
+    n = 60_000
+    rng = np.random.default_rng(0)
+    v = regimes.series(rng, regimes.wander(rng, 1, n, 1.0), phi=0.8)[0]
+    d = dp.estimate(v)
+    g = -(-n // shifts.THIN)
+    assert d.drift and len(d.shifts) >= shifts.DRIFT_MIN_CUTS and all(c % g == 0 for c in d.shifts)
+    assert d.within * shifts.DRIFT_FOLD <= d.tau
+    edges = (0, *d.shifts, n)
+    assert min(b - a for a, b in zip(edges[:-1], edges[1:], strict=True)) >= shifts.DRIFT_GUARD * d.within
