@@ -27,7 +27,7 @@ def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("reques
     lv = [v for v in shift_levels(x, dep.shifts) if math.isfinite(v)]
     spread = f"; segment medians up to {max(lv) / min(lv):.2g}x apart" if lv and min(lv) > 0 else ""
     if dep.drift:
-        return (f"the run's level drifted (no single shift stands out; read as a local level over {len(dep.shifts) + 1} stretches "
+        return (f"the run's level drifted (read as a local level over {len(dep.shifts) + 1} stretches "
                 f"of its {what[0]}{spread}): the bound covers this run's own mix of levels (the percentile over its "
                 f"{what[0]}), counting the memory within each stretch; a long-run claim needs runs that span the levels "
                 "(repeat the run at other times and gate the runs together)")

@@ -63,6 +63,21 @@ def test_the_recorded_drifting_run_passes_at_the_scaffolds_looks(th: Thresholds)
     assert "a long-run claim needs runs that span the levels" in v.note
 
 
+def test_a_second_recorded_run_passes_where_its_shifts_left_the_drift_within(th: Thresholds) -> None:
+    """A live run against `transformers serve` (tests/fixtures/runs/transformers-serve-ttft-2.npz,
+    9,540 requests when ``max_seconds`` stopped it): the penalised search found 3 shifts whose
+    stretches kept a drift (tau 66 within them, of 713), and the run ended INCONCLUSIVE. The local
+    level leaves <= half that memory, so it is read as a drift and passes at the run's last look."""
+    x = np.load(RUNS / "transformers-serve-ttft-2.npz")["ttft_us"] / 1e6
+    gate = dataclasses.replace(_gate(th, "p95", 1500.0), confidence=0.99375)  # the plan's look confidence
+    v = evaluate(gate, make_samples(x, "s", sent=np.arange(float(x.size))))
+    print(f"NOTE {v.note}")
+    assert v.outcome == "pass", v.note
+    assert v.details["level_drift"] == 1.0 and "the run's level drifted" in v.note
+    d = dp.estimate(x)
+    assert d.drift and d.within * 12 <= d.tau
+
+
 WANDER = [(0.25, 3000), (0.25, 10000), (1.0, 3000), (1.0, 10000)]  # (the log level's sd over the run, n)
 
 
