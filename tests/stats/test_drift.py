@@ -17,32 +17,17 @@ import pytest
 import queues
 import regimes
 from simhelp import assert_rate
+from simhelp import pass_rate as _passes
+from simhelp import quantile_gate as _gate
 
 from pytest_perfgate import evaluate, make_samples
-from pytest_perfgate.config import Gate, Thresholds
+from pytest_perfgate.config import Thresholds
 from pytest_perfgate.config.looks import plan_at
-from pytest_perfgate.config.units import parse_quantity
 from pytest_perfgate.load.decided import load_looks
 from pytest_perfgate.verdicts import dependence as dp
 
 TRIALS = 200
 RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
-
-
-def _gate(th: Thresholds, stat: str, limit_ms: float, confidence: float | None = None) -> Gate:
-    g = th.gate("ttft_p99")
-    st = dataclasses.replace(g.statistic, text=stat, q=float(stat[1:]) / 100)
-    g = dataclasses.replace(g, statistic=st, threshold=parse_quantity(f"{limit_ms!r} ms"))
-    return g if confidence is None else dataclasses.replace(g, confidence=confidence)
-
-
-def _passes(gate: Gate, rows: np.ndarray, limits: np.ndarray | None = None) -> float:
-    sent = np.arange(rows.shape[1], dtype=np.float64)
-    out = []
-    for i, row in enumerate(rows):
-        g = gate if limits is None else dataclasses.replace(gate, threshold=parse_quantity(f"{float(limits[i])!r} ms"))
-        out.append(evaluate(g, make_samples(row / 1000, "s", sent=sent)).outcome == "pass")
-    return float(np.mean(out))
 
 
 def test_the_recorded_drifting_run_passes_at_the_scaffolds_looks(th: Thresholds) -> None:

@@ -17,29 +17,14 @@ import queue_runs
 import queues
 import regimes
 from simhelp import assert_rate
+from simhelp import pass_rate as _rate
+from simhelp import quantile_gate as _gate
 
 from pytest_perfgate import evaluate, make_samples
-from pytest_perfgate.config import Gate, Thresholds
-from pytest_perfgate.config.units import parse_quantity
+from pytest_perfgate.config import Thresholds
 from pytest_perfgate.verdicts import dependence as dp
 
 TRIALS = 200
-
-
-def _gate(th: Thresholds, stat: str, limit: float) -> Gate:
-    g = th.gate("ttft_p99")
-    q = float(stat[1:]) / 100
-    st = dataclasses.replace(g.statistic, text=stat, q=q)
-    return dataclasses.replace(g, statistic=st, threshold=parse_quantity(f"{limit!r} ms"))
-
-
-def _rate(gate: Gate, v: np.ndarray, limits: np.ndarray | None = None) -> float:
-    sent = np.arange(v.shape[1], dtype=np.float64)
-    out = []
-    for i, row in enumerate(v):
-        g = gate if limits is None else dataclasses.replace(gate, threshold=parse_quantity(f"{float(limits[i])!r} ms"))
-        out.append(evaluate(g, make_samples(row / 1000, "s", sent=sent)).outcome == "pass")
-    return float(np.mean(out))
 
 
 @pytest.mark.parametrize(("stat", "n"), [("p99", 1000), ("p99", 3000), ("p95", 1000), ("p90", 1000)])
