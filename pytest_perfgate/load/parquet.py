@@ -109,7 +109,7 @@ class Spool:
     coordinator killed mid-run (SIGKILL, the CI job's timeout) leaves nothing behind in the temporary
     folder; before, one ``perfgate-run-*.parquet`` a killed run stayed there."""
 
-    def __init__(self, directory: str | None = None) -> None:
+    def __init__(self) -> None:
         import tempfile
 
         import pyarrow.parquet as pq
@@ -117,7 +117,7 @@ class Spool:
         self.rows = 0
         self._pending: list[pa.RecordBatch] = []
         self._held = 0
-        self._file = tempfile.TemporaryFile(prefix="perfgate-run-", suffix=".parquet", dir=directory)
+        self._file = tempfile.TemporaryFile(prefix="perfgate-run-", suffix=".parquet")
         self._writer: Any = pq.ParquetWriter(self._file, schema(), compression="zstd")
 
     def add(self, batch: pa.RecordBatch) -> None:

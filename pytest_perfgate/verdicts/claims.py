@@ -26,13 +26,11 @@ def shift_note(x: stats.Array, dep: Dependence, what: tuple[str, str] = ("reques
     ...; segment medians up to 1.7x apart): the bound covers this run's own mix of levels ..."."""
     lv = [v for v in shift_levels(x, dep.shifts) if math.isfinite(v)]
     spread = f"; segment medians up to {max(lv) / min(lv):.2g}x apart" if lv and min(lv) > 0 else ""
+    claim = (f"the bound covers this run's own mix of levels (the percentile over its {what[0]}), counting the "
+             f"memory within each {'stretch' if dep.drift else 'level'}; a long-run claim needs runs that span the "
+             "levels (repeat the run at other times and gate the runs together)")
     if dep.drift:
-        return (f"the run's level drifted (read as a local level over {len(dep.shifts) + 1} stretches "
-                f"of its {what[0]}{spread}): the bound covers this run's own mix of levels (the percentile over its "
-                f"{what[0]}), counting the memory within each stretch; a long-run claim needs runs that span the levels "
-                "(repeat the run at other times and gate the runs together)")
+        return f"the run's level drifted (read as a local level over {len(dep.shifts) + 1} stretches of its {what[0]}{spread}): {claim}"
     at = ", ".join(f"{c + 1:,}" for c in dep.shifts[:5]) + (", ..." if len(dep.shifts) > 5 else "")
     times = "once" if len(dep.shifts) == 1 else f"{len(dep.shifts)} times"
-    return (f"the run's level shifted {times} (at {what[0]} {at}{spread}): the bound covers this run's own mix "
-            f"of levels (the percentile over its {what[0]}), counting the memory within each level; a long-run "
-            "claim needs runs that span the levels (repeat the run at other times and gate the runs together)")
+    return f"the run's level shifted {times} (at {what[0]} {at}{spread}): {claim}"

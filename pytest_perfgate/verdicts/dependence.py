@@ -72,7 +72,7 @@ class Dependence:
     window: int = 0  # the lag at which Geyer's sequence for ``tau`` stopped (its summation window M)
     within_window: int = 0  # ... and for ``within`` (the level-shifted run's residual scores)
     spread: float = 1.0  # D raised this much for the estimate's own uncertainty (:func:`spread_factor`)
-    drift: bool = False  # ``shifts`` are the local level of a drifting run (:mod:`.shifts`), none stands out
+    drift: bool = False  # ``shifts`` are the local level of a drifting run (:mod:`.shifts`), not shifts that stand out
 
     @property
     def shifted(self) -> bool:
